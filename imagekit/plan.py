@@ -1,0 +1,266 @@
+"""Recipe -> Plan: every decision about the image, made once, as data. Pure: no I/O.
+
+Templates only lay out what the plan says; tests assert on plans without rendering.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from packaging.version import Version
+
+from imagekit.recipe import LoadedRecipe, Recipe
+
+LABEL_PREFIX = "io.imagekit"
+
+# Packages every image needs for R2-R11, by requirement.
+SYSTEM_PACKAGES = (
+    "bash",  # R11: mpirun ... bash run.sh
+    "ca-certificates",
+    "openssh-server",  # R3, R4, R10
+    "openssh-client",  # R3, R9: mpirun's rsh agent is ssh
+    "iproute2",  # R10: `ss -lntp` is the seed's own sshd check
+    "procps",
+    "g++",  # DeepSpeed ops and mpi4py compile against the image's toolchain
+    "make",
+)
+OPENMPI_DISTRO_PACKAGES = ("openmpi-bin", "libopenmpi-dev")
+OPENMPI_BUILD_PACKAGES = ("curl", "bzip2", "file", "perl")
+OPENMPI_TARBALL_PREFIX = "/opt/openmpi"
+TORCH_EXTENSIONS_DIR = "/opt/imagekit/torch-extensions"
+BUILD_DIR = "/tmp/imagekit-build"  # only ever exists in builder stages
+STAGE_ROOT = "/stage"  # pip --root of builder stages, copied into the final image
+
+
+# Why each default MCA parameter is there, cited by requirement ID in the rendered file.
+MCA_WHY = {
+    "pml": "L4: ob1 is stable on Kubernetes networks; ucx is not",
+    "btl": "L5: openib errors out without InfiniBand",
+    "btl_tcp_if_exclude": "L6: never route MPI traffic over loopback or docker0",
+    "oob_tcp_if_exclude": "L6: same for Open MPI's out-of-band channel",
+    "btl_tcp_if_include": "L6: pin MPI traffic to the pod interface",
+    "oob_tcp_if_include": "L6: pin out-of-band traffic to the pod interface",
+    "plm_rsh_no_tree_spawn": "L10: launch every worker from the launcher; more stable in K8s",
+    "orte_abort_on_non_zero_status": "L10: one failing rank ends the job",
+}
+
+
+@dataclass(frozen=True)
+class BootstrapSpec:
+    suite: str
+    mirror: str
+    epoch: int
+    variant: str = "apt"
+    include: tuple[str, ...] = ("ca-certificates",)
+
+    @property
+    def digest(self) -> str:
+        blob = json.dumps(self.__dict__, sort_keys=True, default=list).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+    @property
+    def image_ref(self) -> str:
+        return f"imagekit-base:{self.suite}-{self.digest[:12]}"
+
+
+@dataclass(frozen=True)
+class PipStep:
+    """One builder stage: pip installs `requirements` into /stage, copied into the image."""
+
+    stage: str
+    requirements: tuple[str, ...]
+    needs: tuple[str, ...] = ()  # earlier stages whose /stage must be visible to pip
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    recipe_sha256: str
+    base_image: str
+    bootstrap: BootstrapSpec | None
+    distro: str
+    accel: str
+    tags: tuple[str, ...]
+    moving_tags: tuple[str, ...]
+    expected: dict[str, str]
+    labels: dict[str, str]
+    system_packages: tuple[str, ...]
+    python_packages: tuple[str, ...]
+    python_ppa: str | None
+    openmpi_packages: tuple[str, ...]
+    openmpi_tarball: dict[str, str] | None
+    pip_steps: tuple[PipStep, ...]
+    torch_index_url: str | None
+    prebuild_ops: tuple[str, ...]
+    ds_accelerator: str
+    cuda_arch_list: str
+    apt_extras: tuple[str, ...]
+    base_env: dict[str, str]
+    user_env: dict[str, str]
+    mca: tuple[tuple[str, str, str], ...]  # (key, value, why)
+    mca_conf_path: str
+    ssh_port: int
+    user_keys: str
+    host_keys: str
+    allow_run_as_root: bool
+    path_prefix: tuple[str, ...] = field(default=())
+
+    @property
+    def image(self) -> str:
+        return self.tags[0]
+
+
+def make_plan(loaded: LoadedRecipe) -> Plan:
+    r = loaded.recipe
+    accel = "cpu" if r.cuda is None else "gpu"
+    expected = expected_versions(r)
+    version_tag = image_tag(r)
+    repo = r.image.name
+    bootstrap = _bootstrap(r)
+    tarball = _openmpi_tarball(r)
+    path_prefix = (f"{OPENMPI_TARBALL_PREFIX}/bin",) if tarball else ()
+    return Plan(
+        name=r.name,
+        recipe_sha256=loaded.sha256,
+        base_image=bootstrap.image_ref if bootstrap else str(r.base.image),
+        bootstrap=bootstrap,
+        distro=f"{r.distro.name}{r.distro.version}",
+        accel=accel,
+        tags=(f"{repo}:{version_tag}",),
+        moving_tags=tuple(f"{repo}:{t}" for t in r.image.moving_tags),
+        expected=expected,
+        labels=_labels(r, loaded.sha256, version_tag, expected),
+        system_packages=SYSTEM_PACKAGES,
+        python_packages=_python_packages(r),
+        python_ppa="ppa:deadsnakes/ppa" if r.python.source == "deadsnakes" else None,
+        openmpi_packages=OPENMPI_DISTRO_PACKAGES if tarball is None else (),
+        openmpi_tarball=tarball,
+        pip_steps=_pip_steps(r),
+        torch_index_url=r.torch.index_url,
+        prebuild_ops=r.deepspeed.prebuild_ops,
+        ds_accelerator="cpu" if r.cuda is None else "cuda",
+        cuda_arch_list=r.deepspeed.cuda_arch_list,
+        apt_extras=r.packages.apt,
+        base_env=_base_env(r),
+        user_env={k: str(v) for k, v in r.env.items()},
+        mca=tuple((k, str(v), MCA_WHY.get(k, "set by the recipe")) for k, v in r.mpi.mca.items()),
+        mca_conf_path=(
+            f"{OPENMPI_TARBALL_PREFIX}/etc/openmpi-mca-params.conf"
+            if tarball
+            else "/etc/openmpi/openmpi-mca-params.conf"
+        ),
+        ssh_port=r.ssh.port,
+        user_keys=r.ssh.user_keys,
+        host_keys=r.ssh.host_keys,
+        allow_run_as_root=r.mpi.allow_run_as_root,
+        path_prefix=path_prefix,
+    )
+
+
+def expected_versions(r: Recipe) -> dict[str, str]:
+    """What the image claims (R12); check compares these with what is inside."""
+    versions = {
+        "python": r.python.version,
+        "openmpi": r.openmpi.version,
+        "torch": torch_pin(r),
+        "deepspeed": r.deepspeed.version,
+        "nccl": r.nccl.version,
+    }
+    if r.cuda is not None:
+        versions["cuda"] = r.cuda.version
+    return versions
+
+
+def torch_pin(r: Recipe) -> str:
+    """PyTorch's own indexes publish local versions: 2.1.2+cu121, 2.13.0+cpu."""
+    version = Version(r.torch.version)
+    return str(version) if version.local else f"{version}+{r.torch.variant}"
+
+
+def image_tag(r: Recipe) -> str:
+    fields = {
+        "release": r.image.release,
+        "accel": "cpu" if r.cuda is None else "gpu",
+        "py": "py" + r.python.version.replace(".", ""),
+        "cuda": _cuda_tag(r),
+        "os": f"{r.distro.name}{r.distro.version}",
+    }
+    return r.image.tag.format(**fields)
+
+
+def _cuda_tag(r: Recipe) -> str:
+    if r.cuda is None:
+        return "nocuda"
+    v = Version(r.cuda.version)
+    return f"cu{v.major}{v.minor}"
+
+
+def _bootstrap(r: Recipe) -> BootstrapSpec | None:
+    b = r.base.bootstrap
+    if b is None:
+        return None
+    return BootstrapSpec(suite=b.suite, mirror=b.mirror, epoch=b.epoch)
+
+
+def _python_packages(r: Recipe) -> tuple[str, ...]:
+    if r.python.source == "distro":
+        return ("python3", "python3-dev", "python3-pip", "python3-venv", "python-is-python3")
+    py = f"python{r.python.version}"
+    return (py, f"{py}-dev", f"{py}-venv", "python3-pip")
+
+
+def _openmpi_tarball(r: Recipe) -> dict[str, str] | None:
+    if r.openmpi.source != "tarball":
+        return None
+    return {
+        "url": str(r.openmpi.url),
+        "sha256": str(r.openmpi.sha256),
+        "prefix": OPENMPI_TARBALL_PREFIX,
+        "configure_flags": "--with-cuda=/usr/local/cuda" if r.cuda else "",
+    }
+
+
+def _pip_steps(r: Recipe) -> tuple[PipStep, ...]:
+    """Separate stages so a DeepSpeed bump leaves the torch layer cached."""
+    steps = [
+        PipStep("torch", (f"torch=={torch_pin(r)}",)),
+        PipStep("deepspeed", (f"deepspeed=={r.deepspeed.version}",), needs=("torch",)),
+    ]
+    if r.packages.pip:
+        steps.append(PipStep("extras", r.packages.pip, needs=("torch", "deepspeed")))
+    return tuple(steps)
+
+
+def _base_env(r: Recipe) -> dict[str, str]:
+    """Fixed environment, set early; the recipe's own env goes last so editing it is cheap."""
+    env = {"TORCH_EXTENSIONS_DIR": TORCH_EXTENSIONS_DIR}
+    if r.mpi.allow_run_as_root:
+        # R8: mpirun as root works without --allow-run-as-root.
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    return env
+
+
+def session_env_names(plan: Plan) -> tuple[str, ...]:
+    """Variables copied into /etc/environment, so ssh sessions (mpirun's remote orted) see
+    them: Docker's ENV never reaches processes that sshd starts."""
+    names = {"PATH", "LD_LIBRARY_PATH", "CUDA_HOME", *plan.base_env, *plan.user_env}
+    return tuple(sorted(names))
+
+
+def _labels(r: Recipe, sha: str, tag: str, expected: dict[str, str]) -> dict[str, str]:
+    labels = {
+        "org.opencontainers.image.title": r.image.name,
+        "org.opencontainers.image.version": tag,
+        "org.opencontainers.image.description": r.description or r.name,
+        f"{LABEL_PREFIX}.recipe": r.name,
+        f"{LABEL_PREFIX}.recipe-sha256": sha,
+        f"{LABEL_PREFIX}.ssh.port": str(r.ssh.port),
+        f"{LABEL_PREFIX}.ssh.user-keys": r.ssh.user_keys,
+        f"{LABEL_PREFIX}.ssh.host-keys": r.ssh.host_keys,
+        f"{LABEL_PREFIX}.mpi.allow-run-as-root": str(r.mpi.allow_run_as_root).lower(),
+    }
+    labels.update({f"{LABEL_PREFIX}.version.{k}": v for k, v in expected.items()})
+    return labels

@@ -1,0 +1,386 @@
+"""Load and validate recipes: YAML in, a frozen, validated `Recipe` out.
+
+Every problem becomes one line naming the file and the field path
+(``recipes/x.yaml: torch.version: ...``). Nothing here touches Docker or the disk
+beyond reading the recipe files themselves.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+import string
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from packaging.version import InvalidVersion, Version
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from imagekit.errors import RecipeError
+
+# ---------------------------------------------------------------------------
+# Value types
+
+
+def _pep440(value: str) -> str:
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise ValueError(f"{value!r} is not a valid version (PEP 440, e.g. 2.1.2)") from None
+    return value
+
+
+def _dotted(parts: int):
+    """A numeric version with 2..`parts` components, like 12.2 or 12.2.2."""
+    pattern = re.compile(r"^\d+(\.\d+){1,%d}$" % (parts - 1))
+
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise ValueError(f"{value!r} is not a version like {'.'.join(['12'] * parts)}")
+        return value
+
+    return check
+
+
+def _python_minor(value: str) -> str:
+    if not re.match(r"^3\.\d{1,2}$", value):
+        raise ValueError(f"{value!r} is not a Python minor version like 3.11")
+    return value
+
+
+def _sha256(value: str) -> str:
+    if not re.match(r"^[0-9a-f]{64}$", value):
+        raise ValueError("must be 64 lowercase hex digits (a sha256)")
+    return value
+
+
+PipVersion = Annotated[str, AfterValidator(_pep440)]
+CudaVersion = Annotated[str, AfterValidator(_dotted(3))]
+PythonVersion = Annotated[str, AfterValidator(_python_minor)]
+Sha256 = Annotated[str, AfterValidator(_sha256)]
+# Scalars in YAML (ports, "1", on/off) are written as strings into config files.
+ConfigValue = Annotated[str | int, AfterValidator(str)]
+
+
+class Model(BaseModel):
+    """Strict base: unknown keys are errors (with 'did you mean'), models are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------------------
+# Sections
+
+
+class Bootstrap(Model):
+    """A Debian base made locally with mmdebstrap: no registry needed, reproducible."""
+
+    suite: Literal["bookworm", "trixie"] = Field(description="Debian suite to bootstrap")
+    mirror: str = Field("http://deb.debian.org/debian", description="Debian mirror URL")
+    epoch: int = Field(
+        1700000000, ge=0, description="SOURCE_DATE_EPOCH for a byte-identical base"
+    )
+
+
+class Base(Model):
+    """Exactly one of `image` (a registry reference) or `bootstrap` (a local Debian)."""
+
+    image: str | None = Field(None, description="Base image reference, e.g. nvidia/cuda:...")
+    bootstrap: Bootstrap | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Base:
+        if (self.image is None) == (self.bootstrap is None):
+            raise ValueError("set exactly one of base.image or base.bootstrap")
+        return self
+
+
+class Distro(Model):
+    name: Literal["debian", "ubuntu"]
+    version: str = Field(description='Release number as in tags: "12", "22.04"')
+
+
+class Cuda(Model):
+    version: CudaVersion = Field(description="CUDA toolkit version in the base, e.g. 12.2.2")
+
+
+class Python(Model):
+    version: PythonVersion
+    source: Literal["distro", "deadsnakes"] = Field(
+        "distro", description="distro: the distro's python3; deadsnakes: Ubuntu PPA"
+    )
+
+
+class OpenMPI(Model):
+    version: CudaVersion = Field(description="Open MPI version, e.g. 4.1.4")
+    source: Literal["distro", "tarball"] = "distro"
+    url: str | None = Field(None, description="Source tarball URL (source: tarball)")
+    sha256: Sha256 | None = None
+
+    @model_validator(mode="after")
+    def _tarball_needs_url_and_hash(self) -> OpenMPI:
+        if self.source == "tarball" and (self.url is None or self.sha256 is None):
+            raise ValueError("source: tarball needs both url and sha256")
+        if self.source == "distro" and (self.url or self.sha256):
+            raise ValueError("url and sha256 are only for source: tarball")
+        return self
+
+
+class Nccl(Model):
+    version: Literal["from-torch"] | CudaVersion = Field(
+        "from-torch",
+        description="from-torch: use the NCCL the PyTorch wheel loads; or an apt version",
+    )
+
+
+class Torch(Model):
+    version: PipVersion
+    variant: str = Field(
+        description="Wheel build tag: cpu, or the CUDA tag such as cu121",
+        pattern=r"^(cpu|cu\d{3,4})$",
+    )
+    index_url: str | None = Field(None, description="PyTorch wheel index (e.g. .../whl/cu121)")
+
+
+class DeepSpeed(Model):
+    version: PipVersion
+    prebuild_ops: tuple[str, ...] = Field(
+        (),
+        description="DeepSpeed op builders compiled at build time so ranks do not JIT on start",
+    )
+    cuda_arch_list: str = Field(
+        "7.0;8.0;8.6;9.0",
+        pattern=r"^\d+\.\d+(\+PTX)?(;\d+\.\d+(\+PTX)?)*$",
+        description="TORCH_CUDA_ARCH_LIST for ops compiled at build time (no GPU is needed)",
+    )
+
+
+class Packages(Model):
+    apt: tuple[str, ...] = ()
+    pip: tuple[str, ...] = ()
+
+
+class Ssh(Model):
+    port: int = Field(22, ge=1, le=65535)
+    user_keys: Literal["mounted", "image"] = Field(
+        "mounted",
+        description=(
+            "mounted: the operator mounts keys at /root/.ssh; image: a key pair is baked into"
+            " the image (anyone with the image can log in to its containers)"
+        ),
+    )
+    host_keys: Literal["build", "start"] = Field(
+        "build",
+        description="build: generated in the image (works with any start command); "
+        "start: generated by the entrypoint (needs the entrypoint to run)",
+    )
+
+
+DEFAULT_MCA: dict[str, str] = {
+    "pml": "ob1",
+    "btl": "^openib",
+    "btl_tcp_if_exclude": "lo,docker0",
+    "oob_tcp_if_exclude": "lo,docker0",
+    "plm_rsh_no_tree_spawn": "1",
+}
+
+
+class Mpi(Model):
+    allow_run_as_root: bool = True
+    mca: dict[str, ConfigValue] = Field(
+        default_factory=lambda: dict(DEFAULT_MCA),
+        description="Written to openmpi-mca-params.conf (L4-L10)",
+    )
+
+
+TAG_FIELDS = ("release", "accel", "py", "cuda", "os")
+
+
+class Image(Model):
+    name: str = Field(pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
+    release: str = Field(description='Release string at the front of the tag, e.g. "23.08"')
+    tag: str = Field(
+        "{release}-{accel}-{py}-{cuda}-{os}",
+        description="Tag template; fields: " + ", ".join(TAG_FIELDS),
+    )
+    moving_tags: tuple[str, ...] = Field((), description="Extra tags moved on publish")
+
+    @model_validator(mode="after")
+    def _known_tag_fields(self) -> Image:
+        for name in tag_fields(self.tag):
+            if name not in TAG_FIELDS:
+                near = difflib.get_close_matches(name, TAG_FIELDS, n=1)
+                hint = f" (did you mean {{{near[0]}}}?)" if near else ""
+                raise ValueError(f"unknown tag field {{{name}}}{hint}")
+        return self
+
+
+class Recipe(Model):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = ""
+    base: Base
+    distro: Distro
+    cuda: Cuda | None = None
+    python: Python
+    openmpi: OpenMPI
+    nccl: Nccl = Nccl()
+    torch: Torch
+    deepspeed: DeepSpeed
+    packages: Packages = Packages()
+    env: dict[str, ConfigValue] = {}
+    ssh: Ssh = Ssh()
+    mpi: Mpi = Mpi()
+    image: Image
+
+
+# ---------------------------------------------------------------------------
+# Loading
+
+
+class LoadedRecipe(BaseModel):
+    """A validated recipe plus where it came from (for messages, labels and hashes)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    recipe: Recipe
+    path: Path
+    sha256: str  # hash of the merged, validated recipe (stable across key order)
+
+
+def load_recipe(path: str | Path) -> LoadedRecipe:
+    """Read, merge `extends`, validate schema and compatibility rules. Raises RecipeError."""
+    from imagekit import compat  # compat imports Recipe; keep the cycle lazy
+
+    path = Path(path)
+    data = _load_merged(path, chain=())
+    recipe = _validate(data, path)
+    problems = [f"{path}: {p}" for p in compat.errors(recipe)]
+    if problems:
+        raise RecipeError(problems)
+    digest = hashlib.sha256(
+        json.dumps(recipe.model_dump(mode="json"), sort_keys=True).encode()
+    ).hexdigest()
+    return LoadedRecipe(recipe=recipe, path=path, sha256=digest)
+
+
+def _load_merged(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    data = _read_yaml(path)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise RecipeError([f"{path}: extends: must be a file name, got {type(parent).__name__}"])
+    parent_path = (path.parent / parent).resolve()
+    if parent_path in chain or parent_path == path.resolve():
+        raise RecipeError([f"{path}: extends: cycle through {parent}"])
+    if not parent_path.is_file():
+        raise RecipeError([f"{path}: extends: no such recipe {parent}"])
+    base = _load_merged(parent_path, chain + (path.resolve(),))
+    return deep_merge(base, data)
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; everything else (lists included) is replaced whole."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError([f"{path}: no such file"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError([f"{path}: cannot read: {exc}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise RecipeError([f"{path}: {where}malformed YAML: {problem}"]) from None
+    if data is None:
+        raise RecipeError([f"{path}: the recipe is empty"])
+    if not isinstance(data, dict):
+        raise RecipeError([f"{path}: a recipe must be a mapping, got {type(data).__name__}"])
+    return data
+
+
+def _validate(data: dict[str, Any], path: Path) -> Recipe:
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as exc:
+        raise RecipeError([f"{path}: {_describe(err)}" for err in exc.errors()]) from None
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = [str(part) for part in err["loc"]]
+    field = ".".join(loc) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        return f"{field}: unknown key{_did_you_mean(loc)}"
+    if err["type"] == "missing":
+        return f"{field}: required field is missing"
+    msg = err["msg"]
+    msg = msg.removeprefix("Value error, ")
+    value = err.get("input")
+    if err["type"] == "string_type" and isinstance(value, int | float):
+        # YAML reads 3.10 as the float 3.1: the most common recipe typo of all.
+        msg += f" (got number {value!r}; quote it in YAML: \"{value}\")"
+    elif err["type"].endswith("_type"):
+        msg += f" (got {type(value).__name__} {value!r})"
+    return f"{field}: {msg}"
+
+
+def _did_you_mean(loc: list[str]) -> str:
+    """Suggest the nearest field name of the model that owns the unknown key."""
+    model: type[BaseModel] = Recipe
+    for part in loc[:-1]:
+        field = model.model_fields.get(part)
+        inner = _model_of(field.annotation) if field else None
+        if inner is None:
+            return ""
+        model = inner
+    matches = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1, cutoff=0.6)
+    return f" (did you mean {matches[0]!r}?)" if matches else ""
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found:
+            return found
+    return None
+
+
+def tag_fields(template: str) -> list[str]:
+    """The {placeholders} of a tag template, in order."""
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of a recipe, for editors (`imagekit schema`)."""
+    schema = Recipe.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "imagekit recipe"
+    schema["properties"]["extends"] = {
+        "type": "string",
+        "description": "Path of a recipe this one extends (relative to this file)",
+    }
+    return schema

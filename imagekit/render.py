@@ -1,0 +1,154 @@
+"""Plan -> build context: the Dockerfile and the files it copies, rendered from templates.
+
+`render_context` is pure (returns a mapping of relative path -> content); `write_context`
+puts it on disk atomically, so an interrupted render never leaves half a context behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from imagekit.plan import BUILD_DIR, OPENMPI_BUILD_PACKAGES, STAGE_ROOT, Plan, session_env_names
+
+BUILD_SUBDIR = "imagekit-build"
+
+
+@dataclass(frozen=True)
+class ContextOptions:
+    """Build-time inputs that shape the build context but never the final image."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    wheelhouse: Path | None = None
+    ca_bundle: Path | None = None
+
+
+@dataclass(frozen=True)
+class Context:
+    """Rendered text files plus files/directories to copy in, by relative path."""
+
+    files: dict[str, str]
+    copies: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def dockerfile(self) -> str:
+        return self.files["Dockerfile"]
+
+
+def _dquote(value: object) -> str:
+    """A double-quoted Dockerfile word (ENV/LABEL values)."""
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{text}"'
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("imagekit", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # noqa: S701 - Dockerfiles and config files, not HTML
+    )
+    env.filters["dquote"] = _dquote
+    return env
+
+
+def render_context(plan: Plan, options: ContextOptions | None = None) -> Context:
+    options = options or ContextOptions()
+    env = _environment()
+    values = {
+        "plan": plan,
+        "options": options,
+        "build_dir": BUILD_DIR,
+        "stage_root": STAGE_ROOT,
+        "stage_names": [step.stage for step in plan.pip_steps],
+        "openmpi_build_packages": " ".join(OPENMPI_BUILD_PACKAGES),
+        "session_env": session_env_names(plan),
+        "extra_index_urls": _extra_index_urls(plan, options),
+    }
+    files = {
+        "Dockerfile": "Dockerfile.j2",
+        "imagekit/sshd_config": "sshd_config.j2",
+        "imagekit/ssh_config": "ssh_config.j2",
+        "imagekit/openmpi-mca-params.conf": "openmpi-mca-params.conf.j2",
+        "imagekit/entrypoint.sh": "entrypoint.sh",
+        f"{BUILD_SUBDIR}/pip.conf": "pip.conf.j2",
+        f"{BUILD_SUBDIR}/README.md": "build-README.md.j2",
+    }
+    rendered = {path: env.get_template(name).render(values) for path, name in files.items()}
+    copies: dict[str, Path] = {}
+    if options.wheelhouse:
+        copies[f"{BUILD_SUBDIR}/wheelhouse"] = options.wheelhouse
+    if options.ca_bundle:
+        copies[f"{BUILD_SUBDIR}/ca.pem"] = options.ca_bundle
+    return Context(files=rendered, copies=copies)
+
+
+def _extra_index_urls(plan: Plan, options: ContextOptions) -> list[str]:
+    """The recipe's torch index, unless a wheelhouse stands in for it (air-gapped builds)."""
+    urls = list(options.extra_index_urls)
+    if plan.torch_index_url and options.wheelhouse is None:
+        urls.insert(0, plan.torch_index_url)
+    return urls
+
+
+def write_context(context: Context, out_dir: Path) -> Path:
+    """Write atomically: render into a sibling temp dir, then swap it into place."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        for rel, text in context.files.items():
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            if rel.endswith(".sh"):
+                target.chmod(0o755)
+        for rel, source in context.copies.items():
+            _copy_in(source, tmp / rel)
+        tmp.chmod(0o755)
+        old = None
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+            out_dir.rename(old)
+        tmp.rename(out_dir)
+        if old is not None:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _copy_in(source: Path, target: Path) -> None:
+    """Hard-link where possible: a wheelhouse can be gigabytes."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target, copy_function=_link_or_copy)
+    else:
+        _link_or_copy(source, target)
+
+
+def _link_or_copy(src: str | Path, dst: str | Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def stale_files(context: Context, committed: Path) -> list[str]:
+    """Relative paths whose committed render differs from `context` (or is missing/extra)."""
+    stale = []
+    for rel, text in context.files.items():
+        path = committed / rel
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            stale.append(rel)
+    if committed.is_dir():
+        on_disk = {p.relative_to(committed).as_posix() for p in committed.rglob("*") if p.is_file()}
+        stale.extend(sorted(on_disk - set(context.files)))
+    return stale
