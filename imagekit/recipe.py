@@ -23,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -215,14 +216,15 @@ class Image(Model):
     )
     moving_tags: tuple[str, ...] = Field((), description="Extra tags moved on publish")
 
-    @model_validator(mode="after")
-    def _known_tag_fields(self) -> Image:
-        for name in tag_fields(self.tag):
+    @field_validator("tag")
+    @classmethod
+    def _known_tag_fields(cls, tag: str) -> str:
+        for name in tag_fields(tag):
             if name not in TAG_FIELDS:
-                near = difflib.get_close_matches(name, TAG_FIELDS, n=1)
+                near = difflib.get_close_matches(name, TAG_FIELDS, n=1, cutoff=0.5)
                 hint = f" (did you mean {{{near[0]}}}?)" if near else ""
                 raise ValueError(f"unknown tag field {{{name}}}{hint}")
-        return self
+        return tag
 
 
 class Recipe(Model):

@@ -1,0 +1,107 @@
+"""The CLI through click's runner: exit codes, one line per problem, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from imagekit.cli import main
+
+from ..conftest import RECIPES, ROOT
+
+
+def run(capsys, *args):
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return info.value.code, captured.out, captured.err
+
+
+def test_validate_ok(capsys):
+    code, out, err = run(capsys, "validate", *map(str, sorted(RECIPES.glob("*.yaml"))))
+    assert code == 0
+    assert "deepspeed-training:23.08-gpu-py310-cu122-ubuntu22.04" in out
+
+
+def test_validate_bad_recipe_exit_2_one_line_each(capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\npyhton: {version: '3.11'}\n")
+    code, out, err = run(capsys, "validate", str(bad), str(tmp_path / "missing.yaml"))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert f"ERROR {bad}: pyhton: unknown key (did you mean 'python'?)" in lines
+    assert f"ERROR {tmp_path / 'missing.yaml'}: no such file" in lines
+    assert "Traceback" not in err
+
+
+def test_debug_shows_traceback(capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("")
+    from imagekit.errors import RecipeError
+
+    with pytest.raises(RecipeError):
+        main(["--debug", "validate", str(bad)])
+
+
+def test_unknown_flag_is_a_usage_error(capsys):
+    code, out, err = run(capsys, "render", "--chek")
+    assert code == 2 and "No such option '--chek'" in err and "--check" in err
+
+
+def test_render_writes_context_and_check_detects_staleness(capsys, tmp_path):
+    recipes = tmp_path / "recipes"
+    shutil.copytree(RECIPES, recipes)
+    renders = tmp_path / "dockerfiles"
+    code, out, _ = run(capsys, "render", "--recipes-dir", str(recipes), "--renders-dir", str(renders))
+    assert code == 0 and (renders / "deepspeed-cpu" / "Dockerfile").is_file()
+    code, out, _ = run(capsys, "render", "--check", "--recipes-dir", str(recipes),
+                       "--renders-dir", str(renders))
+    assert code == 0
+    cpu = recipes / "deepspeed-cpu.yaml"
+    cpu.write_text(cpu.read_text().replace('version: "0.19.8"', 'version: "0.19.9"'))
+    code, out, err = run(capsys, "render", "--check", "--recipes-dir", str(recipes),
+                         "--renders-dir", str(renders))
+    assert code == 3
+    assert "deepspeed-cpu.yaml: committed render" in err and "Dockerfile" in err
+    assert "deepspeed-cu122" not in err
+
+
+def test_render_check_of_the_repository(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code, out, err = run(capsys, "render", "--check")
+    assert code == 0, err
+
+
+def test_bad_recipe_writes_nothing(capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [\n")
+    out_dir = tmp_path / "out"
+    code, _, err = run(capsys, "render", str(bad), "-o", str(out_dir))
+    assert code == 2 and "malformed YAML" in err
+    assert not out_dir.exists()
+    assert list(tmp_path.iterdir()) == [bad]
+
+
+def test_schema_is_json(capsys, tmp_path):
+    code, out, _ = run(capsys, "schema")
+    assert code == 0 and json.loads(out)["title"] == "imagekit recipe"
+    target = tmp_path / "schema.json"
+    code, _, _ = run(capsys, "schema", "-o", str(target))
+    assert json.loads(target.read_text())["properties"]["ssh"]
+
+
+def test_shipped_schema_validates_shipped_recipes():
+    import jsonschema
+    import yaml
+
+    from imagekit.recipe import json_schema
+
+    schema = json_schema()
+    for path in RECIPES.glob("*.yaml"):
+        data = yaml.safe_load(path.read_text())
+        if "extends" in data:
+            continue  # partial by design; validated after merging
+        jsonschema.validate(data, schema)

