@@ -15,8 +15,8 @@ from imagekit.recipe import LoadedRecipe, load_recipe
 from imagekit.render import (
     Context,
     ContextOptions,
-    stale_files,
     render_context,
+    stale_files,
     write_context,
 )
 
@@ -63,7 +63,9 @@ def plan_context(path: Path, options: ContextOptions | None = None) -> tuple[Pla
     return plan, render_context(plan, options)
 
 
-def render(paths: list[Path], out: Path | None, renders_dir: Path = DEFAULT_RENDERS_DIR) -> list[Path]:
+def render(
+    paths: list[Path], out: Path | None, renders_dir: Path = DEFAULT_RENDERS_DIR
+) -> list[Path]:
     """Write each recipe's build context (to `out`, or dockerfiles/<name>/)."""
     if out is not None and len(paths) != 1:
         raise RecipeError([f"-o {out}: give exactly one recipe with -o"])
@@ -78,7 +80,9 @@ def check_renders(paths: list[Path], renders_dir: Path = DEFAULT_RENDERS_DIR) ->
         committed = renders_dir / v.plan.name
         files = stale_files(render_context(v.plan), committed)
         if files:
-            stale.append(f"{v.loaded.path}: committed render {committed}/ is stale ({', '.join(files)})")
+            stale.append(
+                f"{v.loaded.path}: committed render {committed}/ is stale ({', '.join(files)})"
+            )
         checked.append(committed)
     if stale:
         raise StaleRenderError("\n".join(stale), hint="run `imagekit render` and commit the result")

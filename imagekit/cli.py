@@ -16,7 +16,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from imagekit import __version__, api
-from imagekit.errors import ImagekitError
+from imagekit import build as build_mod
+from imagekit.build import BuildOptions
+from imagekit.errors import ImagekitError, UsageError
+from imagekit.progress import reporter_for
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -43,18 +46,36 @@ def validate(recipes: tuple[Path, ...]) -> None:
 
 @cli.command()
 @click.argument("recipes", nargs=-1, type=RecipeArg)
-@click.option("-o", "--output", type=click.Path(path_type=Path, file_okay=False),
-              help="Directory for the build context (default: dockerfiles/<name>/).")
-@click.option("--check", is_flag=True,
-              help="Fail (exit 3) when a committed render in dockerfiles/ is stale.")
-@click.option("--recipes-dir", type=click.Path(path_type=Path, file_okay=False),
-              default=api.DEFAULT_RECIPES_DIR, show_default=True,
-              help="Where to find recipes when none are given.")
-@click.option("--renders-dir", type=click.Path(path_type=Path, file_okay=False),
-              default=api.DEFAULT_RENDERS_DIR, show_default=True,
-              help="Where committed renders live.")
-def render(recipes: tuple[Path, ...], output: Path | None, check: bool,
-           recipes_dir: Path, renders_dir: Path) -> None:
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Directory for the build context (default: dockerfiles/<name>/).",
+)
+@click.option(
+    "--check", is_flag=True, help="Fail (exit 3) when a committed render in dockerfiles/ is stale."
+)
+@click.option(
+    "--recipes-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=api.DEFAULT_RECIPES_DIR,
+    show_default=True,
+    help="Where to find recipes when none are given.",
+)
+@click.option(
+    "--renders-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=api.DEFAULT_RENDERS_DIR,
+    show_default=True,
+    help="Where committed renders live.",
+)
+def render(
+    recipes: tuple[Path, ...],
+    output: Path | None,
+    check: bool,
+    recipes_dir: Path,
+    renders_dir: Path,
+) -> None:
     """Render RECIPES (default: every recipe in recipes/) to Docker build contexts."""
     paths = api.recipe_paths(list(recipes), recipes_dir)
     if check:
@@ -66,8 +87,12 @@ def render(recipes: tuple[Path, ...], output: Path | None, check: bool,
 
 
 @cli.command()
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
-              help="Write the schema to a file instead of standard output.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write the schema to a file instead of standard output.",
+)
 def schema(output: Path | None) -> None:
     """Print the JSON Schema of recipes (for editors)."""
     from imagekit.recipe import json_schema
@@ -78,6 +103,104 @@ def schema(output: Path | None) -> None:
     else:
         output.write_text(text, encoding="utf-8")
         out.print(f"[green]wrote[/] {output}")
+
+
+def _key_value(ctx, param, values: tuple[str, ...]) -> dict[str, str]:
+    pairs = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", ctx=ctx, param=param)
+        pairs[key] = value
+    return pairs
+
+
+def _build_options(**kw) -> BuildOptions:
+    return BuildOptions(
+        tags=kw["tag"],
+        no_cache=kw["no_cache"],
+        pull=kw["pull"],
+        build_args=kw["build_arg"],
+        ca_bundle=kw["ca_bundle"],
+        wheelhouse=kw["wheelhouse"],
+        index_url=kw["index_url"],
+        extra_index_urls=kw["extra_index_url"],
+        apt_mirror=kw["apt_mirror"],
+        source_date_epoch=kw["source_date_epoch"],
+    )
+
+
+@cli.command()
+@click.argument("recipe", type=RecipeArg)
+@click.option(
+    "-t", "--tag", multiple=True, help="Extra tag (repeatable); the recipe's tag is always applied."
+)
+@click.option("--no-cache", is_flag=True, help="Do not use the build cache.")
+@click.option(
+    "--pull/--no-pull",
+    default=False,
+    show_default=True,
+    help="Pull a newer base image first (registry bases only).",
+)
+@click.option(
+    "--build-arg",
+    multiple=True,
+    callback=_key_value,
+    metavar="KEY=VALUE",
+    help="Docker build argument (repeatable).",
+)
+@click.option(
+    "--ca-bundle",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar="IMAGEKIT_CA_BUNDLE",
+    help="PEM CA bundle trusted by pip and curl during the build only; never in the image.",
+)
+@click.option(
+    "--wheelhouse",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="IMAGEKIT_WHEELHOUSE",
+    help="Directory of wheels pip may install from (stands in for the torch index).",
+)
+@click.option("--index-url", envvar="IMAGEKIT_INDEX_URL", help="pip index (a PyPI mirror).")
+@click.option("--extra-index-url", multiple=True, help="Extra pip index (repeatable).")
+@click.option(
+    "--apt-mirror",
+    envvar="IMAGEKIT_APT_MIRROR",
+    help="Debian/Ubuntu mirror URL replacing deb.debian.org / archive.ubuntu.com.",
+)
+@click.option(
+    "--source-date-epoch",
+    type=int,
+    envvar="SOURCE_DATE_EPOCH",
+    help="Timestamp for the created label (reproducible builds).",
+)
+@click.option("--plain", is_flag=True, help="Plain build log instead of a progress display.")
+@click.option("--dry-run", is_flag=True, help="Render and print the plan; build nothing.")
+def build(recipe: Path, plain: bool, dry_run: bool, **kw) -> None:
+    """Build RECIPE into an image on the Docker engine (DOCKER_HOST is honoured)."""
+    options = _build_options(**kw)
+    if dry_run:
+        plan, dockerfile = build_mod.dry_run(recipe, options)
+        _print_plan(plan)
+        click.echo(dockerfile, nl=False)
+        return
+    reporter = reporter_for(err, plain)
+    try:
+        result = build_mod.build(recipe, options, reporter)
+    finally:
+        reporter.close()
+    out.print(f"[green]built[/] {result.image_id}")
+    for tag in result.tags:
+        out.print(f"  tag   {tag}")
+    out.print(f"  size  {result.size / 1e9:.2f} GB   time {result.seconds:.0f}s")
+
+
+def _print_plan(plan) -> None:
+    out.print(f"[bold]plan[/] {plan.name}: {', '.join(plan.tags)}")
+    out.print(f"  base   {plan.base_image}" + (" (bootstrapped locally)" if plan.bootstrap else ""))
+    for key, value in plan.expected.items():
+        out.print(f"  {key:<10} {value}")
+    out.print(f"  stages {', '.join('pip-' + s.stage for s in plan.pip_steps)}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -91,7 +214,10 @@ def main(argv: list[str] | None = None) -> None:
         for line in exc.message.splitlines():
             err.print(f"[bold red]ERROR[/] {escape(line)}")
         if exc.hint:
-            err.print(f"[dim]TIP[/] {escape(exc.hint)}")
+            for line in exc.hint.splitlines():
+                err.print(f"[dim]  {escape(line)}[/]")
+        if exc.exit_code > UsageError.exit_code:  # not for plain bad input: one line is enough
+            err.print("[dim]TIP run with --debug for a traceback[/]")
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         err.print("[bold red]ERROR[/] interrupted")

@@ -90,7 +90,9 @@ def _warn(field: str, message: str, rule: dict[str, Any]) -> Finding:
 def torch_python(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
     supported = rule["table"].get(minor(r.torch.version))
     if supported is None:
-        yield _warn("torch.version", f"no Python rule for torch {r.torch.version}; not checked", rule)
+        yield _warn(
+            "torch.version", f"no Python rule for torch {r.torch.version}; not checked", rule
+        )
     elif r.python.version not in supported:
         yield _err(
             "python.version",
@@ -119,7 +121,9 @@ def cuda_variant(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
     wheel = _variant_cuda(r.torch.variant)
     if r.cuda is None:
         if wheel is not None:
-            yield _err("torch.variant", f"{r.torch.variant} on an image without CUDA; use cpu", rule)
+            yield _err(
+                "torch.variant", f"{r.torch.variant} on an image without CUDA; use cpu", rule
+            )
         return
     if wheel is None:
         yield _warn("torch.variant", "cpu torch on a CUDA image: the GPU will not be used", rule)
@@ -206,9 +210,7 @@ def bootstrap_suites(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
         return
     expected = rule["table"][r.base.bootstrap.suite]
     if expected != distro_key(r):
-        yield _err(
-            "distro", f"base.bootstrap.suite {r.base.bootstrap.suite} is {expected}", rule
-        )
+        yield _err("distro", f"base.bootstrap.suite {r.base.bootstrap.suite} is {expected}", rule)
 
 
 def openmpi5(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
@@ -253,9 +255,7 @@ def nvidia_cuda_tags(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
         )
     if r.cuda is None or r.cuda.version != tag_version:
         declared = r.cuda.version if r.cuda else "none"
-        yield _err(
-            "cuda.version", f"is {declared}, but base.image is CUDA {tag_version}", rule
-        )
+        yield _err("cuda.version", f"is {declared}, but base.image is CUDA {tag_version}", rule)
     os_tag = f"{r.distro.name}{r.distro.version}"
     if not rest.endswith(os_tag):
         yield _err("distro", f"base.image is not {os_tag} ({rest})", rule)

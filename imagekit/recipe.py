@@ -43,7 +43,7 @@ def _pep440(value: str) -> str:
 
 def _dotted(parts: int):
     """A numeric version with 2..`parts` components, like 12.2 or 12.2.2."""
-    pattern = re.compile(r"^\d+(\.\d+){1,%d}$" % (parts - 1))
+    pattern = re.compile(r"^\d+(\.\d+){1,%d}$" % (parts - 1))  # noqa: UP031
 
     def check(value: str) -> str:
         if not pattern.match(value):
@@ -88,9 +88,7 @@ class Bootstrap(Model):
 
     suite: Literal["bookworm", "trixie"] = Field(description="Debian suite to bootstrap")
     mirror: str = Field("http://deb.debian.org/debian", description="Debian mirror URL")
-    epoch: int = Field(
-        1700000000, ge=0, description="SOURCE_DATE_EPOCH for a byte-identical base"
-    )
+    epoch: int = Field(1700000000, ge=0, description="SOURCE_DATE_EPOCH for a byte-identical base")
 
 
 class Base(Model):
@@ -342,7 +340,7 @@ def _describe(err: dict[str, Any]) -> str:
     value = err.get("input")
     if err["type"] == "string_type" and isinstance(value, int | float):
         # YAML reads 3.10 as the float 3.1: the most common recipe typo of all.
-        msg += f" (got number {value!r}; quote it in YAML: \"{value}\")"
+        msg += f' (got number {value!r}; quote it in YAML: "{value}")'
     elif err["type"].endswith("_type"):
         msg += f" (got {type(value).__name__} {value!r})"
     return f"{field}: {msg}"

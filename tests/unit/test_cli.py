@@ -55,15 +55,19 @@ def test_render_writes_context_and_check_detects_staleness(capsys, tmp_path):
     recipes = tmp_path / "recipes"
     shutil.copytree(RECIPES, recipes)
     renders = tmp_path / "dockerfiles"
-    code, out, _ = run(capsys, "render", "--recipes-dir", str(recipes), "--renders-dir", str(renders))
+    code, out, _ = run(
+        capsys, "render", "--recipes-dir", str(recipes), "--renders-dir", str(renders)
+    )
     assert code == 0 and (renders / "deepspeed-cpu" / "Dockerfile").is_file()
-    code, out, _ = run(capsys, "render", "--check", "--recipes-dir", str(recipes),
-                       "--renders-dir", str(renders))
+    code, out, _ = run(
+        capsys, "render", "--check", "--recipes-dir", str(recipes), "--renders-dir", str(renders)
+    )
     assert code == 0
     cpu = recipes / "deepspeed-cpu.yaml"
     cpu.write_text(cpu.read_text().replace('version: "0.19.8"', 'version: "0.19.9"'))
-    code, out, err = run(capsys, "render", "--check", "--recipes-dir", str(recipes),
-                         "--renders-dir", str(renders))
+    code, out, err = run(
+        capsys, "render", "--check", "--recipes-dir", str(recipes), "--renders-dir", str(renders)
+    )
     assert code == 3
     assert "deepspeed-cpu.yaml: committed render" in err and "Dockerfile" in err
     assert "deepspeed-cu122" not in err
@@ -105,3 +109,27 @@ def test_shipped_schema_validates_shipped_recipes():
         if "extends" in data:
             continue  # partial by design; validated after merging
         jsonschema.validate(data, schema)
+
+
+def test_unreachable_engine_is_one_clear_line(capsys, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    code, _, err = run(capsys, "build", str(RECIPES / "deepspeed-cpu.yaml"))
+    assert code == 4
+    assert "cannot reach the Docker engine at tcp://127.0.0.1:1" in err
+    assert "Traceback" not in err
+
+
+def test_bad_build_inputs_are_rejected_before_building(capsys, tmp_path):
+    recipe = str(RECIPES / "deepspeed-cpu.yaml")
+    code, _, err = run(capsys, "build", recipe, "--ca-bundle", "/no/such/ca.pem")
+    assert code == 2 and err.strip() == "ERROR --ca-bundle /no/such/ca.pem: no such file"
+    not_pem = tmp_path / "ca.txt"
+    not_pem.write_text("hello")
+    code, _, err = run(capsys, "build", recipe, "--ca-bundle", str(not_pem))
+    assert code == 2 and "not a PEM certificate bundle" in err
+    code, _, err = run(capsys, "build", recipe, "--wheelhouse", str(tmp_path))
+    assert code == 2 and "contains no .whl files" in err
+    code, _, err = run(capsys, "build", recipe, "--tag", "Bad Tag")
+    assert code == 2 and "--tag 'Bad Tag': not a valid image reference" in err
+    code, _, err = run(capsys, "build", recipe, "--build-arg", "NOEQUALS")
+    assert code == 2 and "is not KEY=VALUE" in err

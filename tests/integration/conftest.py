@@ -1,0 +1,84 @@
+"""Docker-backed tests. They need a real engine: `./dev test` (and so CI) starts one and sets
+IMAGEKIT_REQUIRE_DOCKER=1, which turns a missing engine into a failure, never a skip."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from imagekit.engine import Engine
+from imagekit.errors import EngineUnavailableError
+from imagekit.plan import make_plan
+from imagekit.recipe import load_recipe
+
+from ..conftest import RECIPES, ROOT
+
+CPU_RECIPE = RECIPES / "deepspeed-cpu.yaml"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.docker)
+
+
+@pytest.fixture(scope="session")
+def engine() -> Engine:
+    try:
+        return Engine.connect()
+    except EngineUnavailableError as exc:
+        if os.environ.get("IMAGEKIT_REQUIRE_DOCKER") == "1" or os.environ.get("CI") == "true":
+            pytest.fail(f"Docker engine required here: {exc.message}")
+        pytest.skip(f"no Docker engine: {exc.message}")
+
+
+def build_env() -> dict[str, str]:
+    """The host CA bundle and the local torch wheelhouse, as ./dev sets them."""
+    env = dict(os.environ)
+    ca = Path("/etc/ssl/certs/ca-certificates.crt")
+    if "IMAGEKIT_CA_BUNDLE" not in env and ca.is_file():
+        env["IMAGEKIT_CA_BUNDLE"] = str(ca)
+    wheelhouse = ROOT / ".cache" / "wheelhouse"
+    if "IMAGEKIT_WHEELHOUSE" not in env and any(wheelhouse.glob("*.whl")):
+        env["IMAGEKIT_WHEELHOUSE"] = str(wheelhouse)
+    return env
+
+
+def imagekit(
+    *args: str, timeout: int = 1800, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """Run the real CLI in a subprocess, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "imagekit", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or build_env(),
+        cwd=ROOT,
+    )
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    ref: str
+    image_id: str
+    output: str
+
+
+@pytest.fixture(scope="session")
+def cpu_image(engine) -> BuiltImage:
+    """recipes/deepspeed-cpu.yaml, built for real once per session (cache makes reruns fast)."""
+    result = imagekit("build", str(CPU_RECIPE), "--plain")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ref = make_plan(load_recipe(CPU_RECIPE)).image
+    return BuiltImage(ref, engine.inspect_image(ref)["Id"], result.stdout + result.stderr)
+
+
+def run_in(engine: Engine, image: str, command: str, **kwargs) -> tuple[int, str]:
+    with engine.container(image, command=["sleep", "infinity"], entrypoint=[], **kwargs) as c:
+        code, output = c.exec_run(["bash", "-c", command])
+        return code, output.decode(errors="replace")
