@@ -26,24 +26,30 @@ def main() -> None:
         bumped = Path(tmp) / "bumped.yaml"
         bumped.write_text(
             f"extends: ../deepspeed-cpu.yaml\nname: deepspeed-cpu-bump\n"
-            f"deepspeed: {{version: \"{BUMPED_DEEPSPEED}\"}}\n"
+            f'deepspeed: {{version: "{BUMPED_DEEPSPEED}"}}\n'
             f"image: {{name: bench/deepspeed-bump}}\n"
         )
         _, bump_s, bump_log = timed_build(bumped)
     misses = bump_log.misses_before("COPY --from=pip-deepspeed")
     info = Engine.connect().inspect_image(cold.image_id)
     efficiency, wasted = dive(cold.image_id)
-    table(f"imagekit build: {RECIPE.name}", [
-        ("cold build (--no-cache)", f"{cold_s:.1f} s", ""),
-        ("warm no-op rebuild", f"{warm_s:.1f} s", "<= 3 s"),
-        (f"rebuild after DeepSpeed -> {BUMPED_DEEPSPEED}", f"{bump_s:.1f} s",
-         f"<= 25% of cold ({bump_s / cold_s:.0%})"),
-        ("cache misses below the DeepSpeed layer", str(len(misses)), "0"),
-        ("image size", f"{info['Size'] / 1e9:.2f} GB", ""),
-        ("layers", str(len(info["RootFS"]["Layers"])), ""),
-        ("dive efficiency", efficiency, ">= 99.5%"),
-        ("dive wasted bytes", wasted, "< 10 MB"),
-    ])
+    table(
+        f"imagekit build: {RECIPE.name}",
+        [
+            ("cold build (--no-cache)", f"{cold_s:.1f} s", ""),
+            ("warm no-op rebuild", f"{warm_s:.1f} s", "<= 3 s"),
+            (
+                f"rebuild after DeepSpeed -> {BUMPED_DEEPSPEED}",
+                f"{bump_s:.1f} s",
+                f"<= 25% of cold ({bump_s / cold_s:.0%})",
+            ),
+            ("cache misses below the DeepSpeed layer", str(len(misses)), "0"),
+            ("image size", f"{info['Size'] / 1e9:.2f} GB", ""),
+            ("layers", str(len(info["RootFS"]["Layers"])), ""),
+            ("dive efficiency", efficiency, ">= 99.5%"),
+            ("dive wasted bytes", wasted, "< 10 MB"),
+        ],
+    )
     for miss in misses:
         print(f"  rebuilt below DeepSpeed: {miss}")
 

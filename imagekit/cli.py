@@ -195,6 +195,92 @@ def build(recipe: Path, plain: bool, dry_run: bool, **kw) -> None:
     out.print(f"  size  {result.size / 1e9:.2f} GB   time {result.seconds:.0f}s")
 
 
+@cli.command("check")
+@click.argument("image")
+@click.option(
+    "--profile",
+    default="seed",
+    show_default=True,
+    help="Built-in profile (seed, kubeflow-mpi-operator-v2) or a profile .yaml file.",
+)
+@click.option("--recipe", type=RecipeArg, help="Take expected versions from this recipe.")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), help="Expected sshd port (overrides the profile)."
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the report to this file.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "junit", "markdown"]),
+    default="json",
+    show_default=True,
+    help="Format of --report.",
+)
+def check_cmd(
+    image: str,
+    profile: str,
+    recipe: Path | None,
+    port: int | None,
+    report_path: Path | None,
+    fmt: str,
+) -> None:
+    """Check IMAGE (any image, built by imagekit or not) against a platform profile."""
+    from imagekit.checks.profiles import load_profile
+    from imagekit.checks.report import write_report
+    from imagekit.checks.runner import run_checks
+    from imagekit.errors import CheckFailedError
+
+    chosen = load_profile(profile)
+    result = run_checks(image, chosen, lambda event: None, recipe=recipe, port=port)
+    _print_check_report(result)
+    if report_path is not None:
+        write_report(result, report_path, fmt)
+        out.print(f"report written to {escape(str(report_path))} ({fmt})")
+    if not result.passed:
+        failed = sorted(result.failed_requirements())
+        raise CheckFailedError(f"{image}: failed {', '.join(failed)} under profile {chosen.name}")
+
+
+STATUS_STYLE = {
+    "pass": "green",
+    "warn": "yellow",
+    "info": "cyan",
+    "skip": "dim",
+    "fail": "bold red",
+}
+
+
+def _print_check_report(report) -> None:
+    from rich.table import Table
+
+    table = Table(
+        title=f"imagekit check {report.image} (profile {report.profile})",
+        title_justify="left",
+        show_lines=False,
+        expand=False,
+    )
+    for column in ("check", "req", "status", "evidence / fix"):
+        table.add_column(column, overflow="fold")
+    for r in report.results:
+        style = STATUS_STYLE.get(r.status, "")
+        detail = escape(r.evidence)
+        if r.fix:
+            detail += f"\n[bold]fix:[/] {escape(r.fix)}"
+        table.add_row(r.id, r.requirement, f"[{style}]{r.status}[/]", detail)
+    out.print(table)
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(report.counts().items()))
+    verdict = "[green]PASSED[/]" if report.passed else "[bold red]FAILED[/]"
+    out.print(
+        f"{verdict} {counts} in {report.seconds:.1f}s "
+        f"(expected versions: {escape(report.expected_source or 'none declared')})"
+    )
+
+
 def _print_plan(plan) -> None:
     out.print(f"[bold]plan[/] {plan.name}: {', '.join(plan.tags)}")
     out.print(f"  base   {plan.base_image}" + (" (bootstrapped locally)" if plan.bootstrap else ""))

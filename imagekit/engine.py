@@ -7,6 +7,7 @@ failed step leaves no container behind, and no tag: tags are applied only after 
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import time
@@ -113,6 +114,18 @@ class Engine:
 
     def history(self, ref: str) -> list[dict[str, Any]]:
         return self.api.history(ref)
+
+    @contextmanager
+    def saved_image(self, ref: str) -> Iterator[io.RawIOBase]:
+        """`docker save` as a readable stream, never written to disk."""
+        self.inspect_image(ref)
+        response = self.api._get(self.api._url("/images/{0}/get", ref), stream=True)
+        self.api._raise_for_status(response)
+        try:
+            response.raw.decode_content = True
+            yield response.raw
+        finally:
+            response.close()
 
     def save_image(self, ref: str, target: Path) -> Path:
         """`docker save` to a file (layers are walked from it without loading them whole)."""

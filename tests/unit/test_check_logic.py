@@ -1,0 +1,102 @@
+"""Pure parts of `imagekit check`: profiles, layer shadowing, report formats."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from imagekit.checks.profiles import builtin_profiles, load_profile
+from imagekit.checks.report import (
+    CheckReport,
+    CheckResult,
+    to_json,
+    to_junit,
+    to_markdown,
+    write_report,
+)
+from imagekit.errors import UsageError
+from imagekit.layers import walk
+
+
+def test_builtin_profiles():
+    profiles = builtin_profiles()
+    assert profiles["seed"].port == 22 and set(profiles["seed"].user_keys) == {"image", "mounted"}
+    kubeflow = profiles["kubeflow-mpi-operator-v2"]
+    assert kubeflow.port == 2222 and kubeflow.user_keys == ("mounted",)
+
+
+def test_unknown_profile_suggests(tmp_path):
+    with pytest.raises(UsageError, match="did you mean 'seed'"):
+        load_profile("sede")
+    custom = tmp_path / "mine.yaml"
+    custom.write_text("port: 2022\nuser_keys: [mounted]\n")
+    assert load_profile(str(custom)).port == 2022 and load_profile(str(custom)).name == "mine"
+    custom.write_text("port: 0\n")
+    with pytest.raises(UsageError, match="port"):
+        load_profile(str(custom))
+    with pytest.raises(UsageError, match="no such file"):
+        load_profile(str(tmp_path / "nope.yaml"))
+
+
+def _layer(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _archive(path: Path, layers: list[dict[str, bytes]]) -> Path:
+    names = [f"l{i}/layer.tar" for i in range(len(layers))]
+    blobs = {n: _layer(files) for n, files in zip(names, layers, strict=True)}
+    blobs["manifest.json"] = json.dumps([{"Layers": names}]).encode()
+    path.write_bytes(_layer(blobs))
+    return path
+
+
+def test_walk_marks_deleted_and_overwritten_files(tmp_path):
+    archive = _archive(
+        tmp_path / "img.tar",
+        [
+            {"etc/a": b"1", "tmp/ca.pem": b"-----BEGIN CERTIFICATE-----", "etc/keep": b"k"},
+            {"tmp/.wh.ca.pem": b"", "etc/a": b"2"},
+        ],
+    )
+    files = {(f.layer, f.path): f for f in walk(archive, inspect=lambda p, s: p.endswith(".pem"))}
+    assert files[(0, "tmp/ca.pem")].shadowed and files[(0, "tmp/ca.pem")].head.startswith(b"-----")
+    assert files[(0, "etc/a")].shadowed and not files[(1, "etc/a")].shadowed
+    assert not files[(0, "etc/keep")].shadowed
+    assert not any(".wh." in path for _, path in files)
+    with open(archive, "rb") as stream:  # the same from a non-seekable stream
+        assert len(walk(stream)) == len(files)
+
+
+def _report(status: str) -> CheckReport:
+    return CheckReport(
+        image="img:1",
+        image_id="sha256:x",
+        profile="seed",
+        expected_source="labels",
+        results=[CheckResult("run-sshd", "R6", "t", status, "evidence | x", "mkdir")],
+    )
+
+
+def test_report_formats_and_verdict(tmp_path):
+    assert _report("pass").passed and _report("warn").passed and not _report("fail").passed
+    assert not CheckReport("i", "x", "seed", "").passed  # no results is no pass
+    body = json.loads(to_json(_report("fail")))
+    assert body["schema"] == "imagekit.check-report/v1" and body["passed"] is False
+    assert "order" not in body["results"][0]
+    suite = ET.fromstring(to_junit(_report("fail")))
+    assert suite.get("failures") == "1" and suite.find("testcase/failure") is not None
+    assert "evidence \\| x" in to_markdown(_report("fail"))
+    target = write_report(_report("pass"), tmp_path / "r" / "out.json", "json")
+    assert json.loads(target.read_text())["passed"] is True
+    assert [p.name for p in target.parent.iterdir()] == ["out.json"]
