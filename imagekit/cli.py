@@ -19,7 +19,7 @@ from imagekit import __version__, api
 from imagekit import build as build_mod
 from imagekit.build import BuildOptions
 from imagekit.errors import ImagekitError, UsageError
-from imagekit.progress import reporter_for
+from imagekit.progress import PlainReporter, reporter_for
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -279,6 +279,66 @@ def _print_check_report(report) -> None:
         f"{verdict} {counts} in {report.seconds:.1f}s "
         f"(expected versions: {escape(report.expected_source or 'none declared')})"
     )
+
+
+def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], ...]:
+    pairs = []
+    for item in values:
+        source, sep, target = item.partition(":")
+        if not sep or not source or not target.startswith("/"):
+            raise click.BadParameter(f"{item!r} is not SRC:/absolute/dest", ctx=ctx, param=param)
+        pairs.append((Path(source), target))
+    return tuple(pairs)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("image")
+@click.option("--workers", default=2, show_default=True, help="Worker containers (pods).")
+@click.option("--slots", default=2, show_default=True, help="Slots (ranks) per worker.")
+@click.option("--keys", type=click.Choice(["mounted", "image"]), default="mounted", show_default=True,
+              help="mounted: a fresh key pair mounted at /root/.ssh like a Secret; image: the image's keys.")
+@click.option("--port", type=click.IntRange(1, 65535), help="ssh port, when the image's ssh_config lacks it.")
+@click.option("--timeout", default=600, show_default=True, help="Seconds the command may run.")
+@click.option("--shm-size", default="1g", show_default=True, help="/dev/shm per container.")
+@click.option("--copy", "copies", multiple=True, callback=_copy_spec, metavar="SRC:DEST",
+              help="Copy a file or directory into every container (repeatable).")
+@click.option("--workdir", help="Directory the command runs in (inside the launcher).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def smoke(image: str, command: tuple[str, ...], **kw) -> None:
+    """Run an MPIJob the way the operator does: launcher + workers over real ssh and mpirun.
+
+    COMMAND (after --) runs in the launcher; the default is the platform's recommended mpirun
+    line running a probe that reports every rank's host, rank and world size."""
+    from imagekit.smoke import SmokeFailedError, SmokeOptions
+    from imagekit.smoke import smoke as run_smoke
+
+    options = SmokeOptions(workers=kw["workers"], slots=kw["slots"], keys=kw["keys"],
+                           port=kw["port"], timeout=kw["timeout"], shm_size=kw["shm_size"],
+                           command=command, copies=kw["copies"], workdir=kw["workdir"])
+    result = run_smoke(image, options, PlainReporter(err))
+    _print_smoke(result)
+    if not result.passed:
+        raise SmokeFailedError(f"{image}: the MPIJob failed: {result.problems[0]}")
+
+
+def _print_smoke(result) -> None:
+    top = result.topology
+    if result.ranks:
+        from rich.table import Table
+
+        table = Table(title="ranks", title_justify="left")
+        for column in ("rank", "host", "local rank", "world size", "allreduce", "expected host"):
+            table.add_column(column)
+        for r in result.ranks:
+            ok = r.host == top.expected_host(r.rank)
+            table.add_row(str(r.rank), f"[{'green' if ok else 'red'}]{r.host}[/]", str(r.local_rank),
+                          str(r.size), str(r.allreduce), top.expected_host(r.rank))
+        out.print(table)
+    timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
+    verdict = "[green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
+    out.print(f"{verdict} {len(top.workers)} workers x {top.slots} slots; {timings}")
+    for problem in result.problems:
+        out.print(f"  [red]-[/] {escape(problem)}")
 
 
 def _print_plan(plan) -> None:

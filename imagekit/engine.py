@@ -220,6 +220,50 @@ class Engine:
 
     # -- containers ---------------------------------------------------------------------
 
+    def run_once(self, image: str, command: list[str], **kwargs: Any) -> str:
+        """Run a command to completion in a fresh container; raise with its output if it fails."""
+        with self.container(image, entrypoint=command[:1], command=command[1:], **kwargs) as box:
+            status = box.wait(timeout=120)
+            output = box.logs().decode(errors="replace")
+        if status.get("StatusCode") != 0:
+            raise ImagekitError(f"{image}: {' '.join(command)[:120]} failed: {output.strip()[-300:]}")
+        return output
+
+    def network(self, name: str, **labels: str) -> Any:
+        try:
+            return self.client.networks.create(name, driver="bridge", internal=True, labels=labels)
+        except docker.errors.APIError as exc:
+            raise ImagekitError(f"cannot create network {name}: {_reason(exc)}") from None
+
+    def remove_labelled(self, label: str) -> int:
+        """Remove every container and network carrying `label` (key=value); count removed."""
+        removed = 0
+        for c in self.client.containers.list(all=True, filters={"label": label}):
+            try:
+                c.remove(force=True)
+                removed += 1
+            except docker.errors.NotFound:
+                pass
+        for n in self.client.networks.list(filters={"label": label}):
+            try:
+                n.remove()
+            except docker.errors.NotFound:
+                pass
+        return removed
+
+    def put_file(self, container: Any, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Write one file into a container (directories are created)."""
+        import tarfile as _tarfile
+
+        directory, _, name = path.rpartition("/")
+        buf = io.BytesIO()
+        with _tarfile.open(fileobj=buf, mode="w") as tar:
+            info = _tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+        container.exec_run(["mkdir", "-p", directory or "/"])
+        container.put_archive(directory or "/", buf.getvalue())
+
     @contextmanager
     def container(self, image: str, **kwargs: Any) -> Iterator[Any]:
         """A running container that is removed on exit, whatever happens."""

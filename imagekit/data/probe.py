@@ -1,0 +1,22 @@
+"""imagekit smoke probe: run under mpirun, one line per rank with where and what it is (W6).
+With mpi4py present it also does a real allreduce, proving ranks talk across containers."""
+
+import json
+import os
+import socket
+
+env = os.environ
+record = {
+    "rank": int(env.get("OMPI_COMM_WORLD_RANK", env.get("PMI_RANK", "-1"))),
+    "size": int(env.get("OMPI_COMM_WORLD_SIZE", env.get("PMI_SIZE", "-1"))),
+    "local_rank": int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", "-1")),
+    "node_rank": int(env.get("OMPI_COMM_WORLD_NODE_RANK", "-1")),
+    "host": socket.gethostname(),
+}
+try:
+    from mpi4py import MPI
+
+    record["allreduce"] = MPI.COMM_WORLD.allreduce(1)
+except ImportError:
+    record["allreduce"] = None
+print("IMAGEKIT_PROBE " + json.dumps(record, sort_keys=True), flush=True)
