@@ -82,3 +82,6 @@ def run_in(engine: Engine, image: str, command: str, **kwargs) -> tuple[int, str
     with engine.container(image, command=["sleep", "infinity"], entrypoint=[], **kwargs) as c:
         code, output = c.exec_run(["bash", "-c", command])
         return code, output.decode(errors="replace")
+
+
+from .images import mini  # noqa: E402,F401  (session fixture shared by check and smoke tests)

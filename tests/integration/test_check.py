@@ -9,100 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.engine import Engine
-from imagekit.plan import make_plan
-from imagekit.recipe import load_recipe
-from imagekit.render import render_context
-
-from .conftest import CPU_RECIPE, imagekit
-
-# One apt layer shared by every test image (built once, cached by the engine).
-APT = """\
-FROM {base}
-RUN apt-get update \\
- && apt-get install -y --no-install-recommends openssh-server openssh-client openmpi-bin \\
-      python3 bash procps \\
- && rm -f /etc/ssh/ssh_host_* \\
- && sed -i 's/^session\\s\\+required\\s\\+pam_loginuid.so/session optional pam_loginuid.so/' /etc/pam.d/sshd \\
- && rm -rf /var/lib/apt/lists/*
-"""
-
-# A small compliant image with imagekit's ssh settings, keys baked and declared.
-MINI = """\
-FROM imagekit-test/apt:latest
-COPY sshd_config /etc/ssh/sshd_config
-COPY ssh_config /etc/ssh/ssh_config
-RUN mkdir -p /run/sshd && chmod 0755 /run/sshd && ssh-keygen -A \\
- && mkdir -p /root/.ssh && chmod 0700 /root/.ssh \\
- && ssh-keygen -q -t rsa -b 2048 -N "" -f /root/.ssh/id_rsa \\
- && cp /root/.ssh/id_rsa.pub /root/.ssh/authorized_keys && chmod 0600 /root/.ssh/authorized_keys
-LABEL io.imagekit.ssh.user-keys=image io.imagekit.ssh.host-keys=build \\
-      io.imagekit.version.python=3.11 io.imagekit.version.openmpi=4.1.4
-"""
-
-# Kubeflow mpi-operator's base image recipe (plus Open MPI, like its openmpi image): port
-# 2222, StrictModes no, host-key checking off, no user keys (the operator mounts them).
-KUBEFLOW = """\
-FROM imagekit-test/apt:latest
-RUN ssh-keygen -A && mkdir -p /var/run/sshd \\
- && sed -i "s/[ #]\\(.*StrictHostKeyChecking \\).*/ \\1no/g" /etc/ssh/ssh_config \\
- && echo "    UserKnownHostsFile /dev/null" >> /etc/ssh/ssh_config \\
- && sed -i "s/[ #]\\(.*Port \\).*/ \\12222/g" /etc/ssh/ssh_config \\
- && sed -i "s/#\\(StrictModes \\).*/\\1no/g" /etc/ssh/sshd_config \\
- && sed -i "s/#\\(Port \\).*/\\12222/g" /etc/ssh/sshd_config
-"""
-
-# name -> (extra Dockerfile lines on top of MINI, the check IDs that must fail)
-BROKEN = {
-    "non-root": ("USER nobody", {"root-user"}),
-    "no-mpirun": ("RUN rm -f /usr/bin/mpirun", {"mpirun"}),
-    "strictmodes-yes": (
-        "RUN sed -i 's/^StrictModes no/StrictModes yes/' /etc/ssh/sshd_config",
-        {"strictmodes"},
-    ),
-    "no-run-sshd": ("RUN rm -rf /run/sshd", {"run-sshd"}),
-    "run-sshd-mode": ("RUN chmod 0777 /run/sshd", {"run-sshd"}),
-    "no-authorized-keys": ("RUN rm /root/.ssh/authorized_keys", {"ssh-login-image-key"}),
-    "host-key-prompt": (
-        "RUN sed -i -e '/StrictHostKeyChecking/d' -e '/KnownHostsFile/d' /etc/ssh/ssh_config",
-        {"no-host-key-prompt"},
-    ),
-    "sshd-cannot-start": (
-        "RUN echo 'HostKey /etc/ssh/imagekit_missing_key' >> /etc/ssh/sshd_config",
-        {"sshd-start"},
-    ),
-    "password-auth-on": (
-        "RUN sed -i 's/^PasswordAuthentication no/PasswordAuthentication yes/' "
-        "/etc/ssh/sshd_config",
-        {"password-auth-off"},
-    ),
-    "wrong-port": ("RUN sed -i 's/^Port 22$/Port 2200/' /etc/ssh/sshd_config", {"sshd-port"}),
-    "declared-package-missing": ("LABEL io.imagekit.version.torch=2.13.0+cpu", {"version-torch"}),
-    "leaked-build-ca": (
-        "COPY ca.pem /tmp/build-ca.pem\nRUN rm /tmp/build-ca.pem",
-        {"build-secrets-in-layers"},
-    ),
-}
-
-
-def build(engine: Engine, tmp: Path, ref: str, dockerfile: str, files: dict[str, str]) -> str:
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / "Dockerfile").write_text(dockerfile)
-    for name, text in files.items():
-        (tmp / name).write_text(text)
-    outcome = engine.build(tmp, report=lambda event: None)
-    engine.tag(outcome.image_id, ref)
-    return ref
-
-
-@pytest.fixture(scope="session")
-def mini(engine, cpu_image, tmp_path_factory) -> str:
-    plan = make_plan(load_recipe(CPU_RECIPE))
-    files = render_context(plan).files
-    tmp = tmp_path_factory.mktemp("images")
-    build(engine, tmp / "apt", "imagekit-test/apt:latest", APT.format(base=plan.base_image), {})
-    ssh = {"sshd_config": files["imagekit/sshd_config"], "ssh_config": files["imagekit/ssh_config"]}
-    return build(engine, tmp / "mini", "imagekit-test/mini:latest", MINI, ssh)
+from .conftest import imagekit
+from .images import BROKEN, KUBEFLOW, build, build_broken
 
 
 def check_json(image: str, tmp_path: Path, *args: str) -> tuple[int, dict, str]:
@@ -151,15 +59,8 @@ def test_mini_image_passes(mini, tmp_path):
 
 @pytest.mark.parametrize("name", list(BROKEN))
 def test_broken_image_fails_exactly_its_check(engine, mini, tmp_path, name):
-    extra, expected = BROKEN[name]
-    ca = Path("/etc/ssl/certs/ca-certificates.crt").read_text()[:4000]
-    ref = build(
-        engine,
-        tmp_path / "ctx",
-        f"imagekit-test/broken-{name}:latest",
-        f"FROM {mini}\n{extra}\n",
-        {"ca.pem": ca},
-    )
+    expected = BROKEN[name][1]
+    ref = build_broken(engine, mini, name, tmp_path)
     code, report, output = check_json(ref, tmp_path)
     assert code == 7, output
     assert failing(report) == expected, output

@@ -1,0 +1,124 @@
+"""`imagekit smoke`: a real MPIJob in containers (launcher + workers, real sshd/ssh/mpirun),
+including the platform's worked example (E1) trained for real on CPU."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from imagekit.smoke import SMOKE_LABEL
+
+from .conftest import ROOT, imagekit
+from .images import build_broken
+
+E1 = [
+    "mpirun",
+    "-np",
+    "4",
+    "--hostfile",
+    "/etc/mpi/hostfile",
+    "--allow-run-as-root",
+    "-bind-to",
+    "none",
+    "-map-by",
+    "slot",
+    "-mca",
+    "pml",
+    "ob1",
+    "-mca",
+    "btl",
+    "^openib",
+    "-x",
+    "PATH",
+    "python3",
+    "cifar10_deepspeed.py",
+    "--deepspeed",
+    "--epochs",
+    "6",
+    "--stage",
+    "2",
+    "--dtype",
+    "fp32",
+    "--log-interval",
+    "100",
+    "--micro-batch-size",
+    "16",
+    "--gradient-accumulation-steps",
+    "1",
+]
+
+
+def nothing_left(engine) -> None:
+    assert engine.client.containers.list(all=True, filters={"label": SMOKE_LABEL}) == []
+    assert engine.client.networks.list(filters={"label": SMOKE_LABEL}) == []
+
+
+@pytest.mark.parametrize("keys", ["mounted", "image"])
+def test_probe_runs_on_the_hostfile_workers(engine, cpu_image, keys):
+    result = imagekit("smoke", cpu_image.ref, "--keys", keys, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    probes = [
+        json.loads(line.split("IMAGEKIT_PROBE ", 1)[1])
+        for line in result.stderr.splitlines()
+        if "IMAGEKIT_PROBE " in line
+    ]
+    assert sorted(p["rank"] for p in probes) == [0, 1, 2, 3]
+    for p in probes:
+        assert p["host"].endswith(f"-worker-{p['rank'] // 2}") and p["size"] == 4
+        assert p["allreduce"] == 4  # mpi4py moved data between the containers
+    assert "PASSED 2 workers x 2 slots" in result.stdout
+    nothing_left(engine)
+
+
+@pytest.mark.parametrize("keys", ["mounted", "image"])
+def test_seed_example_trains_on_four_ranks(engine, cpu_image, keys):
+    """E1: 2 workers x 2 slots, DeepSpeed ZeRO stage 2 on CPU; every rank on its host and
+    the loss goes down."""
+    result = imagekit(
+        "smoke",
+        cpu_image.ref,
+        "--keys",
+        keys,
+        "--timeout",
+        "900",
+        "--copy",
+        f"{ROOT / 'examples' / 'cifar10_deepspeed.py'}:/workspace/cifar10_deepspeed.py",
+        "--workdir",
+        "/workspace",
+        "--",
+        *E1,
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    trained = [
+        json.loads(line.split("IMAGEKIT_TRAIN ", 1)[1])
+        for line in result.stderr.splitlines()
+        if "IMAGEKIT_TRAIN " in line
+    ]
+    assert sorted(t["rank"] for t in trained) == [0, 1, 2, 3]
+    for t in trained:
+        assert t["world"] == 4 and t["stage"] == 2
+        assert t["host"].endswith(f"-worker-{t['rank'] // 2}")
+        assert t["last_loss"] < t["first_loss"], t
+    nothing_left(engine)
+
+
+@pytest.mark.parametrize(
+    "name,keys,diagnosis",
+    [
+        ("sshd-cannot-start", "mounted", "R4: sshd cannot start: no host keys"),
+        ("strictmodes-yes", "mounted", "R5: sshd refuses the mounted keys"),
+        ("host-key-prompt", "image", "R9: ssh stops at a host-key prompt"),
+    ],
+)
+def test_broken_image_fails_fast_with_diagnosis(engine, mini, tmp_path, name, keys, diagnosis):
+    ref = build_broken(engine, mini, name, tmp_path)
+    started = time.monotonic()
+    result = imagekit("smoke", ref, "--keys", keys, "--timeout", "300", timeout=400)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 9, result.stdout + result.stderr
+    assert diagnosis in result.stdout, result.stdout
+    assert elapsed < 90, f"took {elapsed:.0f}s; should fail well under its 300s timeout"
+    nothing_left(engine)
