@@ -295,13 +295,26 @@ def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], .
 @click.argument("image")
 @click.option("--workers", default=2, show_default=True, help="Worker containers (pods).")
 @click.option("--slots", default=2, show_default=True, help="Slots (ranks) per worker.")
-@click.option("--keys", type=click.Choice(["mounted", "image"]), default="mounted", show_default=True,
-              help="mounted: a fresh key pair mounted at /root/.ssh like a Secret; image: the image's keys.")
-@click.option("--port", type=click.IntRange(1, 65535), help="ssh port, when the image's ssh_config lacks it.")
+@click.option(
+    "--keys",
+    type=click.Choice(["mounted", "image"]),
+    default="mounted",
+    show_default=True,
+    help="mounted: a fresh key pair mounted at /root/.ssh like a Secret; image: the image's keys.",
+)
+@click.option(
+    "--port", type=click.IntRange(1, 65535), help="ssh port, when the image's ssh_config lacks it."
+)
 @click.option("--timeout", default=600, show_default=True, help="Seconds the command may run.")
 @click.option("--shm-size", default="1g", show_default=True, help="/dev/shm per container.")
-@click.option("--copy", "copies", multiple=True, callback=_copy_spec, metavar="SRC:DEST",
-              help="Copy a file or directory into every container (repeatable).")
+@click.option(
+    "--copy",
+    "copies",
+    multiple=True,
+    callback=_copy_spec,
+    metavar="SRC:DEST",
+    help="Copy a file or directory into every container (repeatable).",
+)
 @click.option("--workdir", help="Directory the command runs in (inside the launcher).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def smoke(image: str, command: tuple[str, ...], **kw) -> None:
@@ -312,9 +325,17 @@ def smoke(image: str, command: tuple[str, ...], **kw) -> None:
     from imagekit.smoke import SmokeFailedError, SmokeOptions
     from imagekit.smoke import smoke as run_smoke
 
-    options = SmokeOptions(workers=kw["workers"], slots=kw["slots"], keys=kw["keys"],
-                           port=kw["port"], timeout=kw["timeout"], shm_size=kw["shm_size"],
-                           command=command, copies=kw["copies"], workdir=kw["workdir"])
+    options = SmokeOptions(
+        workers=kw["workers"],
+        slots=kw["slots"],
+        keys=kw["keys"],
+        port=kw["port"],
+        timeout=kw["timeout"],
+        shm_size=kw["shm_size"],
+        command=command,
+        copies=kw["copies"],
+        workdir=kw["workdir"],
+    )
     result = run_smoke(image, options, PlainReporter(err))
     _print_smoke(result)
     if not result.passed:
@@ -326,19 +347,192 @@ def _print_smoke(result) -> None:
     if result.ranks:
         from rich.table import Table
 
-        table = Table(title="ranks", title_justify="left")
+        table = Table(title=f"ranks (hosts are {top.job}-...)", title_justify="left")
         for column in ("rank", "host", "local rank", "world size", "allreduce", "expected host"):
             table.add_column(column)
         for r in result.ranks:
             ok = r.host == top.expected_host(r.rank)
-            table.add_row(str(r.rank), f"[{'green' if ok else 'red'}]{r.host}[/]", str(r.local_rank),
-                          str(r.size), str(r.allreduce), top.expected_host(r.rank))
+            table.add_row(
+                str(r.rank),
+                f"[{'green' if ok else 'red'}]{r.host}[/]",
+                str(r.local_rank),
+                str(r.size),
+                str(r.allreduce),
+                top.expected_host(r.rank),
+            )
         out.print(table)
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
     verdict = "[green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
     out.print(f"{verdict} {len(top.workers)} workers x {top.slots} slots; {timings}")
     for problem in result.problems:
         out.print(f"  [red]-[/] {escape(problem)}")
+
+
+class LintFailedError(ImagekitError):
+    exit_code = 10
+    debug_tip = False
+
+
+def _launch_defaults(recipe: Path | None) -> tuple[dict[str, str], bool | None]:
+    if recipe is None:
+        return {}, None
+    from imagekit.plan import make_plan
+    from imagekit.recipe import load_recipe
+
+    plan = make_plan(load_recipe(recipe))
+    return {k: v for k, v, _ in plan.mca}, plan.accel == "gpu"
+
+
+@cli.command("mpirun", context_settings={"ignore_unknown_options": True})
+@click.option("--workers", type=int, required=True, help="Worker pods.")
+@click.option("--slots", type=int, required=True, help="Ranks (GPUs) per worker.")
+@click.option(
+    "--profile", default="seed", show_default=True, help="Platform profile (its ssh port)."
+)
+@click.option(
+    "--gpu/--cpu", default=None, help="Add NCCL variables (default: from --recipe, else CPU)."
+)
+@click.option(
+    "--debug", "debug_set", is_flag=True, help="The debugging set (L9) instead of production."
+)
+@click.option("--env", multiple=True, metavar="VAR[=VALUE]", help="Extra -x variable (repeatable).")
+@click.option("--recipe", type=RecipeArg, help="Leave out MCA parameters the image already sets.")
+@click.option("--timeout", default=3600, show_default=True, help="mpirun -timeout seconds (L10).")
+@click.option("--workdir", help="-wdir for every rank (L11).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["shell", "json", "yaml"]),
+    default="shell",
+    show_default=True,
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def mpirun_cmd(
+    workers, slots, profile, gpu, debug_set, env, recipe, timeout, workdir, fmt, command
+):
+    """Print the recommended mpirun line for WORKERS x SLOTS ranks running COMMAND."""
+    from imagekit.checks.profiles import load_profile
+    from imagekit.launch import LaunchRequest, recommend
+
+    baked, recipe_gpu = _launch_defaults(recipe)
+    port = load_profile(profile).port
+    request = LaunchRequest(
+        workers=workers,
+        slots=slots,
+        command=command,
+        gpu=gpu if gpu is not None else bool(recipe_gpu),
+        debug=debug_set,
+        env=tuple(env),
+        timeout=timeout,
+        baked_mca=baked,
+        workdir=workdir,
+    )
+    line = recommend(request)
+    argv = line.argv
+    if port != 22:
+        argv = argv[:1] + ["-mca", "plm_rsh_args", f"-p {port}"] + argv[1:]
+    for note in line.notes:
+        err.print(f"[dim]# {escape(note)}[/]")
+    if fmt == "json":
+        click.echo(json.dumps(argv))
+    elif fmt == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(argv, default_flow_style=False), nl=False)
+    else:
+        import shlex
+
+        click.echo(shlex.join(argv))
+
+
+@cli.command("lint-cmd")
+@click.argument("command", required=False)
+@click.option(
+    "--file", "path", type=click.File("r"), help="Read the command from a file ('-': stdin)."
+)
+@click.option("--workers", type=int, help="Workers, to check -np (L1).")
+@click.option("--slots", type=int, help="Slots per worker, to check -np (L1).")
+@click.option("--debugging", is_flag=True, help="A debugging run: allow -v, --oversubscribe, ...")
+@click.option(
+    "--root-env",
+    type=click.Choice(["yes", "no", "unknown"]),
+    default="unknown",
+    show_default=True,
+    help="Does the image set OMPI_ALLOW_RUN_AS_ROOT=1 (R8/L14)?",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def lint_cmd(command, path, workers, slots, debugging, root_env, fmt):
+    """Check an mpirun COMMAND line against the platform's launch rules (L1-L14)."""
+    from dataclasses import asdict
+
+    from imagekit.launch import LintContext, lint
+
+    if (command is None) == (path is None):
+        raise UsageError("give the command as an argument or with --file (not both)")
+    text = command if command is not None else path.read()
+    if command == "-":
+        text = sys.stdin.read()
+    findings = lint(text, LintContext(workers, slots, not debugging, root_env))
+    errors = [f for f in findings if f.severity == "error"]
+    if fmt == "json":
+        click.echo(
+            json.dumps({"ok": not errors, "findings": [asdict(f) for f in findings]}, indent=2)
+        )
+    else:
+        style = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+        for f in findings:
+            out.print(f"[{style[f.severity]}]{f.severity:<7}[/] {f.lid:<4} {escape(f.message)}")
+            out.print(f"             fix: {escape(f.fix)}")
+        if not findings:
+            out.print("[green]ok[/] no problems found")
+    if errors:
+        raise LintFailedError(
+            f"{len(errors)} error(s): {', '.join(sorted({f.lid for f in errors}))}"
+        )
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("target")
+@click.option("--name", required=True, help="MPIJob name.")
+@click.option("--workers", type=int, required=True)
+@click.option("--slots", type=int, required=True)
+@click.option("--gpus-per-worker", type=int, default=0, show_default=True)
+@click.option("--shm-size", default="1Gi", show_default=True, help="/dev/shm emptyDir size.")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def mpijob(target, name, workers, slots, gpus_per_worker, shm_size, output, command):
+    """Render a Kubeflow MPIJob (kubeflow.org/v2beta1) for TARGET (a recipe or an image)."""
+    import yaml
+
+    from imagekit.launch import LaunchRequest, recommend
+    from imagekit.launch import mpijob as render_mpijob
+
+    recipe = Path(target) if target.endswith((".yaml", ".yml")) else None
+    baked, gpu = _launch_defaults(recipe)
+    image = target
+    if recipe is not None:
+        from imagekit.plan import make_plan
+        from imagekit.recipe import load_recipe
+
+        image = make_plan(load_recipe(recipe)).image
+    line = recommend(
+        LaunchRequest(
+            workers=workers,
+            slots=slots,
+            command=command,
+            gpu=bool(gpu) or gpus_per_worker > 0,
+            baked_mca=baked,
+        )
+    )
+    manifest = render_mpijob(name, image, workers, slots, line.argv, gpus_per_worker, shm_size)
+    text = yaml.safe_dump(manifest, sort_keys=False)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        out.print(f"[green]wrote[/] {escape(str(output))}")
 
 
 def _print_plan(plan) -> None:
@@ -351,7 +545,11 @@ def _print_plan(plan) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args or os.environ.get("IMAGEKIT_DEBUG") == "1"
+    # Only `imagekit --debug CMD` is the global flag (`imagekit mpirun --debug` is not).
+    global_opts = [
+        a for a in args[: next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))]
+    ]
+    debug = "--debug" in global_opts or os.environ.get("IMAGEKIT_DEBUG") == "1"
     try:
         cli.main(args=args, prog_name="imagekit", standalone_mode=False)
     except ImagekitError as exc:
@@ -362,7 +560,7 @@ def main(argv: list[str] | None = None) -> None:
         if exc.hint:
             for line in exc.hint.splitlines():
                 err.print(f"[dim]  {escape(line)}[/]")
-        if exc.exit_code > UsageError.exit_code:  # not for plain bad input: one line is enough
+        if exc.debug_tip:  # not for plain bad input or verdicts: the message says it all
             err.print("[dim]TIP run with --debug for a traceback[/]")
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:

@@ -226,7 +226,9 @@ class Engine:
             status = box.wait(timeout=120)
             output = box.logs().decode(errors="replace")
         if status.get("StatusCode") != 0:
-            raise ImagekitError(f"{image}: {' '.join(command)[:120]} failed: {output.strip()[-300:]}")
+            raise ImagekitError(
+                f"{image}: {' '.join(command)[:120]} failed: {output.strip()[-300:]}"
+            )
         return output
 
     def network(self, name: str, **labels: str) -> Any:

@@ -7,6 +7,8 @@ class ImagekitError(Exception):
     """Base of every error a user can cause or fix. Never shown with a traceback."""
 
     exit_code = 1
+    # Whether a traceback could help (engine/build trouble), or the message says it all.
+    debug_tip = True
 
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)
@@ -18,6 +20,7 @@ class RecipeError(ImagekitError):
     """A recipe (or a flag standing in for one) is invalid. Carries one line per problem."""
 
     exit_code = 2
+    debug_tip = False
 
     def __init__(self, problems: list[str]):
         super().__init__("\n".join(problems))
@@ -28,12 +31,14 @@ class UsageError(ImagekitError):
     """A command-line flag or argument is wrong."""
 
     exit_code = 2
+    debug_tip = False
 
 
 class StaleRenderError(ImagekitError):
     """A committed render differs from what the recipe renders to now."""
 
     exit_code = 3
+    debug_tip = False
 
 
 class EngineUnavailableError(ImagekitError):
@@ -52,12 +57,14 @@ class ImageNotFoundError(ImagekitError):
     """The image asked for does not exist in the engine."""
 
     exit_code = 6
+    debug_tip = False
 
 
 class CheckFailedError(ImagekitError):
     """An image failed at least one required compliance check."""
 
     exit_code = 7
+    debug_tip = False
 
 
 class BootstrapError(ImagekitError):

@@ -32,6 +32,7 @@ class SmokeFailedError(ImagekitError):
     """The MPIJob did not run as the hostfile says (exit code 9)."""
 
     exit_code = 9
+    debug_tip = False
 
 
 @dataclass(frozen=True)
@@ -76,11 +77,26 @@ def default_command(top: Topology, env: dict[str, str]) -> list[str]:
     """The seed's recommended launch line (L1-L8, L14) running the built-in probe."""
     ranks = len(top.workers) * top.slots
     line = [
-        "mpirun", "-np", str(ranks), "-npernode", str(top.slots),
-        "--hostfile", HOSTFILE, "--allow-run-as-root",
-        "-bind-to", "none", "-map-by", "slot",
-        "-mca", "pml", "ob1", "-mca", "btl", "^openib",
-        "-x", "PATH",
+        "mpirun",
+        "-np",
+        str(ranks),
+        "-npernode",
+        str(top.slots),
+        "--hostfile",
+        HOSTFILE,
+        "--allow-run-as-root",
+        "-bind-to",
+        "none",
+        "-map-by",
+        "slot",
+        "-mca",
+        "pml",
+        "ob1",
+        "-mca",
+        "btl",
+        "^openib",
+        "-x",
+        "PATH",
     ]
     if "LD_LIBRARY_PATH" in env:  # -x of an unset variable only prints a warning
         line += ["-x", "LD_LIBRARY_PATH"]
@@ -111,25 +127,45 @@ class SmokeResult:
 # -- the seed's FAQ, as evidence patterns ------------------------------------------------------
 
 DIAGNOSES = [
-    (re.compile(r"Missing privilege separation directory"),
-     "R6: sshd died: /run/sshd is missing (mkdir -p /run/sshd && chmod 0755 /run/sshd)"),
-    (re.compile(r"no hostkeys available"),
-     "R4: sshd cannot start: no host keys in the image (ssh-keygen -A at build time)"),
-    (re.compile(r"Host key verification failed|Are you sure you want to continue connecting"),
-     "R9: ssh stops at a host-key prompt (StrictHostKeyChecking no, UserKnownHostsFile "
-     "/dev/null in /etc/ssh/ssh_config)"),
-    (re.compile(r"Authentication refused: bad ownership or modes"),
-     "R5: sshd refuses the mounted keys: StrictModes is on (set StrictModes no)"),
-    (re.compile(r"Permission denied \(publickey"),
-     "R3/R7: publickey denied (is the key in /root/.ssh/authorized_keys? StrictModes no?)"),
-    (re.compile(r"Connection refused"),
-     "R4/R10: nothing listens on the ssh port (sshd not running, or another port)"),
-    (re.compile(r"Could not resolve hostname|Name or service not known|Temporary failure in name"),
-     "W3: a worker in the hostfile does not resolve"),
-    (re.compile(r"mpirun has detected an attempt to run as root"),
-     "R8/L14: mpirun refuses to run as root (--allow-run-as-root or OMPI_ALLOW_RUN_AS_ROOT=1)"),
-    (re.compile(r"ORTE was unable to reliably start one or more daemons"),
-     "W4: mpirun could not start its daemons on the workers over ssh"),
+    (
+        re.compile(r"Missing privilege separation directory"),
+        "R6: sshd died: /run/sshd is missing (mkdir -p /run/sshd && chmod 0755 /run/sshd)",
+    ),
+    (
+        re.compile(r"no hostkeys available"),
+        "R4: sshd cannot start: no host keys in the image (ssh-keygen -A at build time)",
+    ),
+    (
+        re.compile(r"Host key verification failed|Are you sure you want to continue connecting"),
+        "R9: ssh stops at a host-key prompt (StrictHostKeyChecking no, UserKnownHostsFile "
+        "/dev/null in /etc/ssh/ssh_config)",
+    ),
+    (
+        re.compile(r"Authentication refused: bad ownership or modes"),
+        "R5: sshd refuses the mounted keys: StrictModes is on (set StrictModes no)",
+    ),
+    (
+        re.compile(r"Permission denied \(publickey"),
+        "R3/R7: publickey denied (is the key in /root/.ssh/authorized_keys? StrictModes no?)",
+    ),
+    (
+        re.compile(r"Connection refused"),
+        "R4/R10: nothing listens on the ssh port (sshd not running, or another port)",
+    ),
+    (
+        re.compile(
+            r"Could not resolve hostname|Name or service not known|Temporary failure in name"
+        ),
+        "W3: a worker in the hostfile does not resolve",
+    ),
+    (
+        re.compile(r"mpirun has detected an attempt to run as root"),
+        "R8/L14: mpirun refuses to run as root (--allow-run-as-root or OMPI_ALLOW_RUN_AS_ROOT=1)",
+    ),
+    (
+        re.compile(r"ORTE was unable to reliably start one or more daemons"),
+        "W4: mpirun could not start its daemons on the workers over ssh",
+    ),
 ]
 
 
@@ -179,14 +215,20 @@ def smoke(image: str, options: SmokeOptions, report: Reporter) -> SmokeResult:
             secret = make_secret(engine, image, workdir / "ssh", world_writable=True)
             volumes = {str(secret): {"bind": "/root/.ssh", "mode": "ro"}}
             report(Message(f"{job}: fresh key pair mounted at /root/.ssh like a Secret"))
-        workers = [_start_worker(engine, image, top, i, volumes, options, label)
-                   for i in range(options.workers)]
+        workers = [
+            _start_worker(engine, image, top, i, volumes, options, label)
+            for i in range(options.workers)
+        ]
         launcher = _start_launcher(engine, image, top, volumes, options, label)
         for box in [*workers, launcher]:
             _copy_in(engine, box, options)
         result.timings["containers up"] = time.monotonic() - started
-        report(Message(f"{job}: {len(workers)} workers and a launcher up "
-                       f"({result.timings['containers up']:.1f}s)"))
+        report(
+            Message(
+                f"{job}: {len(workers)} workers and a launcher up "
+                f"({result.timings['containers up']:.1f}s)"
+            )
+        )
         unready = _wait_for_sshd(engine, launcher, workers, top, report, options.port)
         result.timings["sshd ready"] = time.monotonic() - started
         if unready:
@@ -194,7 +236,7 @@ def smoke(image: str, options: SmokeOptions, report: Reporter) -> SmokeResult:
             return result
         _run(engine, launcher, command, options, result, report)
         result.timings["mpirun"] = time.monotonic() - started - result.timings["sshd ready"]
-        _verify(result, probe=not options.command, logs=_worker_logs(workers))
+        _verify(result, logs=_worker_logs(workers))
         return result
     finally:
         engine.remove_labelled(f"{SMOKE_LABEL}={job}")
@@ -208,7 +250,9 @@ def _start_worker(engine, image, top, index, volumes, options, label) -> Any:
     name = top.workers[index]
     box = engine.client.containers.create(
         image,
-        entrypoint=["/usr/sbin/sshd"],  # what mpi-operator runs: the pod command bypasses ENTRYPOINT
+        entrypoint=[
+            "/usr/sbin/sshd"
+        ],  # what mpi-operator runs: the pod command bypasses ENTRYPOINT
         command=["-De"],
         name=name,
         hostname=name,
@@ -255,9 +299,13 @@ def _copy_in(engine: Engine, box: Any, options: SmokeOptions) -> None:
     probe = resources.files("imagekit").joinpath("data/probe.py").read_bytes()
     engine.put_file(box, PROBE_PATH, probe)
     for source, target in options.copies:
-        files = [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
+        files = (
+            [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
+        )
         for path in files:
-            dest = target if source.is_file() else f"{target.rstrip('/')}/{path.relative_to(source)}"
+            dest = (
+                target if source.is_file() else f"{target.rstrip('/')}/{path.relative_to(source)}"
+            )
             engine.put_file(box, dest, path.read_bytes(), mode=0o755)
 
 
@@ -268,8 +316,9 @@ def _wait_for_sshd(engine, launcher, workers, top, report, port, attempts: int =
     port_args = ["-p", str(port)] if port else []
     for _ in range(attempts):
         for fqdn in list(pending):
-            code, out = launcher.exec_run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3",
-                                           *port_args, fqdn, "true"])
+            code, out = launcher.exec_run(
+                ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", *port_args, fqdn, "true"]
+            )
             if code == 0:
                 report(Message(f"sshd answers on {fqdn}"))
                 del pending[fqdn]
@@ -323,12 +372,19 @@ def parse_probe(lines: list[str]) -> list[RankRecord]:
         _, marker, payload = line.partition("IMAGEKIT_PROBE ")
         if marker:
             data = json.loads(payload)
-            records.append(RankRecord(data["rank"], data["size"], data["local_rank"],
-                                      data["host"], data.get("allreduce")))
+            records.append(
+                RankRecord(
+                    data["rank"],
+                    data["size"],
+                    data["local_rank"],
+                    data["host"],
+                    data.get("allreduce"),
+                )
+            )
     return sorted(records, key=lambda r: r.rank)
 
 
-def _verify(result: SmokeResult, probe: bool, logs: str) -> None:
+def _verify(result: SmokeResult, logs: str) -> None:
     top = result.topology
     output = "\n".join(result.output)
     if result.exit_code == 124:
@@ -336,7 +392,8 @@ def _verify(result: SmokeResult, probe: bool, logs: str) -> None:
     elif result.exit_code != 0:
         result.problems.append(f"the command exited {result.exit_code}")
     result.ranks = parse_probe(result.output)
-    if probe:
+    if result.ranks or PROBE_PATH in result.command:
+        # The probe ran (the default command, or a user's line running it): check placement.
         result.problems.extend(rank_problems(result.ranks, top))
     if result.problems:
         result.problems.extend(diagnose(output, logs))
@@ -358,7 +415,9 @@ def rank_problems(ranks: list[RankRecord], top: Topology) -> list[str]:
         if r.size != expected:
             problems.append(f"rank {r.rank} sees world size {r.size}, expected {expected}")
         if r.local_rank != r.rank % top.slots:
-            problems.append(f"rank {r.rank} has local rank {r.local_rank}, expected {r.rank % top.slots}")
+            problems.append(
+                f"rank {r.rank} has local rank {r.local_rank}, expected {r.rank % top.slots}"
+            )
         if r.allreduce is not None and r.allreduce != expected:
             problems.append(f"rank {r.rank}: allreduce gave {r.allreduce}, expected {expected}")
     return problems

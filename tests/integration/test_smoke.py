@@ -4,6 +4,7 @@ including the platform's worked example (E1) trained for real on CPU."""
 from __future__ import annotations
 
 import json
+import shlex
 import time
 
 import pytest
@@ -121,4 +122,26 @@ def test_broken_image_fails_fast_with_diagnosis(engine, mini, tmp_path, name, ke
     assert result.returncode == 9, result.stdout + result.stderr
     assert diagnosis in result.stdout, result.stdout
     assert elapsed < 90, f"took {elapsed:.0f}s; should fail well under its 300s timeout"
+    nothing_left(engine)
+
+
+def test_generated_mpirun_line_runs_unchanged(engine, cpu_image):
+    """Issue 7: `imagekit mpirun` output, run as printed, passes under smoke."""
+    printed = imagekit(
+        "mpirun",
+        "--workers",
+        "2",
+        "--slots",
+        "2",
+        "--cpu",
+        "--",
+        "python3",
+        "/opt/imagekit-smoke/probe.py",
+        timeout=60,
+    )
+    assert printed.returncode == 0, printed.stderr
+    argv = shlex.split(printed.stdout)
+    result = imagekit("smoke", cpu_image.ref, "--", *argv, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stderr.count("IMAGEKIT_PROBE ") == 4 and "PASSED" in result.stdout
     nothing_left(engine)

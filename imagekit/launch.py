@@ -1,0 +1,458 @@
+"""Launch tooling (L1-L14, E1): the recommended mpirun line for a topology, a linter that
+parses real mpirun command lines, and a Kubeflow MPIJob (kubeflow.org/v2beta1) manifest.
+All pure: strings and data in, strings and data out."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from imagekit.errors import UsageError
+
+HOSTFILE = "/etc/mpi/hostfile"
+WORKER_COMMAND = ["/usr/sbin/sshd", "-De"]
+
+# -- generating ---------------------------------------------------------------------------
+
+PRODUCTION_MCA = (
+    ("pml", "ob1"),  # L4
+    ("btl", "^openib"),  # L5
+    ("btl_tcp_if_exclude", "lo,docker0"),  # L6
+    ("oob_tcp_if_exclude", "lo,docker0"),  # L6
+    ("plm_rsh_no_tree_spawn", "1"),  # L10
+    ("orte_abort_on_non_zero_status", "1"),  # L10
+)
+GPU_ENV = ("NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=eth0", "NCCL_IB_DISABLE=1")  # L8
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    workers: int
+    slots: int
+    command: tuple[str, ...]
+    gpu: bool = False
+    debug: bool = False
+    env: tuple[str, ...] = ()
+    timeout: int = 3600
+    baked_mca: dict[str, str] = field(default_factory=dict)  # already in openmpi-mca-params.conf
+    workdir: str | None = None
+
+
+@dataclass(frozen=True)
+class LaunchLine:
+    argv: list[str]
+    notes: list[str]
+
+    def shell(self) -> str:
+        return shlex.join(self.argv)
+
+
+def recommend(req: LaunchRequest) -> LaunchLine:
+    if req.workers < 1 or req.slots < 1:
+        raise UsageError("--workers and --slots must be at least 1")
+    if not req.command:
+        raise UsageError("give the program to run after --, e.g. -- python3 train.py")
+    argv = [
+        "mpirun",
+        "-np",
+        str(req.workers * req.slots),
+        "-npernode",
+        str(req.slots),  # L1
+        "--hostfile",
+        HOSTFILE,  # L2: the operator's, never --host
+        "--allow-run-as-root",  # L14
+        "-bind-to",
+        "none",
+        "-map-by",
+        "slot",
+    ]  # L7
+    notes = []
+    mca = list(PRODUCTION_MCA)
+    if req.debug:  # L9: the debugging set
+        mca.append(("orte_base_help_aggregate", "0"))
+        argv += ["-v", "--display-map", "--report-bindings"]
+    skipped = [f"{k} {v}" for k, v in mca if req.baked_mca.get(k) == v]
+    for key, value in mca:
+        if req.baked_mca.get(key) != value:
+            argv += ["-mca", key, value]
+    if skipped:
+        notes.append(
+            "left out, already in the image's openmpi-mca-params.conf: " + ", ".join(skipped)
+        )
+    argv += ["-x", "PATH", "-x", "LD_LIBRARY_PATH"]  # L8
+    if req.gpu:
+        nccl = [
+            ("NCCL_DEBUG=INFO" if req.debug and e.startswith("NCCL_DEBUG") else e) for e in GPU_ENV
+        ]
+        for item in nccl:
+            argv += ["-x", item]
+    for var in req.env:
+        argv += ["-x", var]
+    argv += ["--tag-output", "-timeout", str(req.timeout)]  # L10, L11
+    if not req.debug:
+        argv.append("-quiet")  # L11: production
+    if req.workdir:
+        argv += ["-wdir", req.workdir]
+    program = list(req.command)
+    if program[0].endswith(".sh"):
+        program = ["bash", *program]  # L13
+        notes.append("L13: scripts run through bash on remote workers")
+    return LaunchLine(argv + program, notes)
+
+
+# -- parsing ------------------------------------------------------------------------------
+
+LAUNCHERS = {"mpirun", "mpiexec", "orterun", "prterun"}
+# Open MPI options that take values (how many), in both spellings; everything else is a flag.
+VALUE_OPTIONS = {
+    "np": 1,
+    "n": 1,
+    "c": 1,
+    "npernode": 1,
+    "N": 1,
+    "hostfile": 1,
+    "machinefile": 1,
+    "default-hostfile": 1,
+    "host": 1,
+    "H": 1,
+    "mca": 2,
+    "gmca": 2,
+    "x": 1,
+    "bind-to": 1,
+    "map-by": 1,
+    "rank-by": 1,
+    "wdir": 1,
+    "wd": 1,
+    "timeout": 1,
+    "env-file": 1,
+    "prefix": 1,
+    "output-filename": 1,
+    "tune": 1,
+    "am": 1,
+    "npersocket": 1,
+    "cpus-per-proc": 1,
+    "path": 1,
+    "preload-files": 1,
+    "app": 1,
+    "hetero-apps": 0,
+}
+
+
+@dataclass
+class MpirunCall:
+    options: list[tuple[str, list[str]]]  # (name without dashes, values) in order
+    program: list[str]
+
+    def values(self, *names: str) -> list[list[str]]:
+        return [v for n, v in self.options if n in names]
+
+    def has(self, *names: str) -> bool:
+        return any(n in names for n, _ in self.options)
+
+    def mca(self) -> dict[str, str]:
+        return {v[0]: v[1] for v in self.values("mca", "gmca") if len(v) == 2}
+
+    def exported(self) -> set[str]:
+        return {v[0].split("=", 1)[0] for v in self.values("x") if v}
+
+
+def normalize(text: str) -> str:
+    """Join continuation lines; drop comments written after a continuation backslash (as
+    documentation often does: `--hostfile F \\ # comment`)."""
+    lines = []
+    for line in text.splitlines():
+        line = re.sub(r"\\\s+#.*$", "\\\\", line.rstrip())
+        lines.append(line)
+    return re.sub(r"\\\n", " ", "\n".join(lines)).strip()
+
+
+def parse(text: str) -> MpirunCall:
+    try:
+        words = shlex.split(normalize(text), comments=True)
+    except ValueError as exc:
+        raise UsageError(f"cannot parse the command line: {exc}") from None
+    start = next((i for i, w in enumerate(words) if w.rsplit("/", 1)[-1] in LAUNCHERS), None)
+    if start is None:
+        raise UsageError("no mpirun (or mpiexec) in the command line")
+    options: list[tuple[str, list[str]]] = []
+    i = start + 1
+    while i < len(words) and words[i].startswith("-") and words[i] != "--":
+        raw = words[i]
+        name = raw.lstrip("-")
+        inline = None
+        if "=" in name and raw.startswith("--"):
+            name, inline = name.split("=", 1)
+        arity = VALUE_OPTIONS.get(name, 0)
+        if inline is not None:
+            values, i = [inline], i + 1
+        else:
+            values, i = words[i + 1 : i + 1 + arity], i + 1 + arity
+        options.append((name, values))
+    if i < len(words) and words[i] == "--":
+        i += 1
+    return MpirunCall(options, words[i:])
+
+
+# -- linting ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    lid: str
+    severity: str  # error | warning | info
+    message: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class LintContext:
+    workers: int | None = None
+    slots: int | None = None
+    production: bool = True
+    root_env: str = "unknown"  # yes | no | unknown: does the image set OMPI_ALLOW_RUN_AS_ROOT*?
+
+
+def lint(text: str, ctx: LintContext | None = None) -> list[Finding]:
+    ctx = ctx or LintContext()
+    call = parse(text)
+    found: list[Finding] = []
+    for rule in RULES:
+        found.extend(rule(call, ctx))
+    return found
+
+
+def _program_name(call: MpirunCall) -> tuple[str, list[str]]:
+    if not call.program:
+        return "", []
+    return call.program[0].rsplit("/", 1)[-1], call.program[1:]
+
+
+def rule_double_launcher(call, ctx):
+    name, args = _program_name(call)
+    launchers = {"deepspeed", "torchrun", "horovodrun", "accelerate"}
+    module = args[:2] if name.startswith("python") else []
+    if name in launchers or module in (
+        ["-m", "torch.distributed.run"],
+        ["-m", "deepspeed.launcher.runner"],
+    ):
+        yield Finding(
+            "L12",
+            "error",
+            f"`{name}` is a launcher: under mpirun it launches every rank again",
+            "run the script directly: mpirun ... python train.py --deepspeed",
+        )
+
+
+def rule_bare_script(call, ctx):
+    name, _ = _program_name(call)
+    if name.endswith(".sh"):
+        yield Finding(
+            "L13",
+            "error",
+            f"{call.program[0]} runs without an interpreter on remote workers",
+            f"mpirun ... bash {call.program[0]} (and start the script with #!/usr/bin/env bash)",
+        )
+    if not call.program:
+        yield Finding(
+            "L1", "error", "no program to run after the mpirun options", "add the command"
+        )
+
+
+def rule_host(call, ctx):
+    if call.has("host", "H"):
+        yield Finding(
+            "L2",
+            "error",
+            "--host conflicts with the operator's hostfile",
+            f"remove --host; the operator writes {HOSTFILE}",
+        )
+    for values in call.values("hostfile", "machinefile", "default-hostfile"):
+        if values and values[0] != HOSTFILE:
+            yield Finding(
+                "L2",
+                "warning",
+                f"hostfile {values[0]} is not the operator's",
+                f"--hostfile {HOSTFILE}",
+            )
+
+
+def rule_oversubscribe(call, ctx):
+    if call.has("oversubscribe"):
+        severity = "error" if ctx.production else "info"
+        yield Finding(
+            "L3",
+            severity,
+            "--oversubscribe runs more ranks than slots",
+            "debugging only: size -np to workers x slots instead",
+        )
+
+
+def rule_binding(call, ctx):
+    for values in call.values("bind-to"):
+        if values and values[0] in ("core", "socket", "hwthread", "numa", "l3cache"):
+            yield Finding(
+                "L7",
+                "warning",
+                f"-bind-to {values[0]} fights Kubernetes' CPU placement",
+                "-bind-to none",
+            )
+    for values in call.values("map-by"):
+        if values and values[0].split(":")[0] in ("node", "core", "socket"):
+            yield Finding(
+                "L7",
+                "warning",
+                f"-map-by {values[0]} spreads ranks unevenly over pods",
+                "-map-by slot",
+            )
+
+
+def rule_transports(call, ctx):
+    mca = call.mca()
+    if mca.get("pml") == "ucx":
+        yield Finding("L4", "error", "pml ucx is unreliable on Kubernetes networks", "-mca pml ob1")
+    btl = mca.get("btl", "")
+    if btl and not btl.startswith("^") and "openib" in btl.split(","):
+        yield Finding(
+            "L5",
+            "error",
+            "btl openib errors out without InfiniBand",
+            "-mca btl ^openib (or tcp,self)",
+        )
+
+
+def rule_environment(call, ctx):
+    exported = call.exported()
+    if call.has("env-file"):
+        return
+    for var in ("PATH", "LD_LIBRARY_PATH"):
+        if var not in exported:
+            yield Finding(
+                "L8",
+                "warning",
+                f"{var} is not passed to the workers (-x {var})",
+                f"add -x {var}: the launcher's environment does not reach workers",
+            )
+    nccl = {v[0] for v in call.values("x") if v and v[0].startswith("NCCL_DEBUG=INFO")}
+    if nccl and ctx.production:
+        yield Finding(
+            "L8", "info", "NCCL_DEBUG=INFO is for debugging", "use -x NCCL_DEBUG=WARN in production"
+        )
+
+
+def rule_np(call, ctx):
+    np_values = call.values("np", "n", "c")
+    if not np_values:
+        yield Finding(
+            "L1",
+            "warning",
+            "no -np: Open MPI fills every slot of the hostfile",
+            "-np <workers x slots>",
+        )
+    elif ctx.workers and ctx.slots:
+        want = ctx.workers * ctx.slots
+        if np_values[0] and np_values[0][0] != str(want):
+            yield Finding(
+                "L1",
+                "error",
+                f"-np {np_values[0][0]} but {ctx.workers} workers x {ctx.slots} slots = {want}",
+                f"-np {want} -npernode {ctx.slots}",
+            )
+    if np_values and not call.has("npernode", "N") and ctx.workers:
+        yield Finding("L1", "info", "no -npernode", "-npernode <slots> pins the per-worker count")
+
+
+def rule_root(call, ctx):
+    if call.has("allow-run-as-root") or ctx.root_env == "yes":
+        return
+    severity = "error" if ctx.root_env == "no" else "warning"
+    yield Finding(
+        "L14",
+        severity,
+        "mpirun as root aborts without --allow-run-as-root",
+        "add --allow-run-as-root, or set OMPI_ALLOW_RUN_AS_ROOT=1 and "
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the image",
+    )
+
+
+def rule_debug_flags(call, ctx):
+    if not ctx.production:
+        return
+    if call.has("leave-sessions-attached"):
+        yield Finding(
+            "L10",
+            "warning",
+            "--leave-sessions-attached keeps sessions after exit",
+            "debugging only: remove it in production",
+        )
+    if call.has("v", "verbose", "debug", "debug-daemons"):
+        yield Finding("L9", "warning", "verbose/debug output in production", "remove -v / --debug")
+
+
+RULES = [
+    rule_double_launcher,
+    rule_bare_script,
+    rule_host,
+    rule_oversubscribe,
+    rule_binding,
+    rule_transports,
+    rule_environment,
+    rule_np,
+    rule_root,
+    rule_debug_flags,
+]
+
+
+# -- MPIJob ---------------------------------------------------------------------------------
+
+
+def mpijob(
+    name: str,
+    image: str,
+    workers: int,
+    slots: int,
+    launcher: list[str],
+    gpus_per_worker: int = 0,
+    shm_size: str = "1Gi",
+) -> dict:
+    """A kubeflow.org/v2beta1 MPIJob: launcher runs `launcher`, workers run sshd (W1-W4)."""
+    if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) or len(name) > 63:
+        raise UsageError(f"--name {name}: not a Kubernetes name (lowercase, digits, '-')")
+    shm_volume = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}
+    shm_mount = {"name": "dshm", "mountPath": "/dev/shm"}
+    worker_resources = {"limits": {"nvidia.com/gpu": gpus_per_worker}} if gpus_per_worker else {}
+    worker = {
+        "name": "worker",
+        "image": image,
+        "command": list(WORKER_COMMAND),
+        "volumeMounts": [shm_mount],
+    }
+    if worker_resources:
+        worker["resources"] = worker_resources
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name},
+        "spec": {
+            "slotsPerWorker": slots,
+            "sshAuthMountPath": "/root/.ssh",
+            "mpiImplementation": "OpenMPI",
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "launcher", "image": image, "command": launcher}
+                            ]
+                        }
+                    },
+                },
+                "Worker": {
+                    "replicas": workers,
+                    "template": {"spec": {"containers": [worker], "volumes": [shm_volume]}},
+                },
+            },
+        },
+    }

@@ -1,0 +1,336 @@
+"""Launch tooling: the recommended mpirun line, the linter over real command lines (the
+platform guide's own good and bad examples among them), and MPIJob manifests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from imagekit.errors import UsageError
+from imagekit.launch import LaunchRequest, LintContext, lint, mpijob, parse, recommend
+
+from ..conftest import ROOT
+
+# The guide's "basic mpirun structure", comments after the continuation backslashes included.
+SEED_BASIC = """mpirun \\
+ --hostfile /etc/mpi/hostfile \\ # MPI Operator generates the worker list
+ -np 4 \\ # 2 workers x 2 ranks
+ -bind-to none \\ # do not fight K8s scheduling
+ -map-by slot \\ # spread ranks over GPU nodes
+ -x NCCL_DEBUG=INFO \\ # NCCL debugging (WARN in production)
+ -x NCCL_IB_DISABLE=1 \\ # no InfiniBand
+ python /app/train.py # your script"""
+
+SEED_E1 = """mpirun -np 4 \\
+ -bind-to none -map-by slot \\
+ -mca pml ob1 -mca btl ^openib \\
+ -x NCCL_DEBUG=INFO \\
+ python /root/code/training/cifar10_deepspeed.py \\
+ --deepspeed \\
+ --epochs 128 \\
+ --stage 2 \\
+ --dtype fp16 \\
+ --log-interval 100"""
+
+SEED_BASIC_MPI = """mpirun -np 4 \\
+ --hostfile /etc/mpi/hostfile \\
+ --allow-run-as-root \\
+ -bind-to none -map-by slot \\
+ -mca pml ob1 -mca btl ^openib \\
+ python /root/code/training/cifar10_deepspeed.py"""
+
+GOOD = [
+    SEED_BASIC,
+    SEED_E1,
+    SEED_BASIC_MPI,
+    "mpirun -np 8 python train.py",  # the guide's right way (L12)
+    "mpirun -np 8 bash run.sh",  # the guide's right way (L13)
+    "mpirun --np 4 --hostfile /etc/mpi/hostfile --allow-run-as-root python3 t.py",
+    "mpirun -n 4 --allow-run-as-root -x PATH -x LD_LIBRARY_PATH python3 t.py",
+    "mpiexec -np 2 --allow-run-as-root python3 -m mypkg.train --lr 0.1",
+    "/usr/bin/mpirun -np 2 --allow-run-as-root --mca pml ob1 --mca btl tcp,self python3 t.py",
+    "OMPI_MCA_foo=1 mpirun -np 2 --allow-run-as-root --tag-output -quiet python3 t.py",
+    "timeout 600 mpirun -np 2 --allow-run-as-root -wdir /app python3 t.py",
+    "mpirun -np 4 --allow-run-as-root -x NCCL_SOCKET_IFNAME=eth0 -x 'EXTRA=a b' python t.py",
+    "mpirun -np 4 --allow-run-as-root --env-file /etc/job.env python t.py",
+    "mpirun -np 4 --allow-run-as-root -mca btl_tcp_if_include eth0 -- python t.py --x 1",
+    "mpirun -np 4 --allow-run-as-root --bind-to=none --map-by=slot python t.py",
+    "mpirun -np 2 --allow-run-as-root -timeout 3600 -mca orte_abort_on_non_zero_status 1 "
+    "-mca plm_rsh_no_tree_spawn 1 python t.py",
+]
+
+# (command, L-ID that must be flagged as an error)
+BAD = [
+    ("mpirun -np 8 deepspeed train.py", "L12"),  # the guide's wrong way
+    ("mpirun -np 8 run.sh", "L13"),  # the guide's wrong way
+    ("mpirun -np 8 ./scripts/run.sh --fast", "L13"),
+    ("mpirun -np 4 torchrun --nproc_per_node 2 train.py", "L12"),
+    ("mpirun -np 4 python -m torch.distributed.run train.py", "L12"),
+    ("mpirun -np 4 --hostfile /etc/mpi/hostfile --host a:2,b:2 python t.py", "L2"),
+    ("mpirun -np 4 -H w0,w1 python t.py", "L2"),
+    ("mpirun -np 4 --oversubscribe python t.py", "L3"),
+    ("mpirun -np 4 -mca pml ucx python t.py", "L4"),
+    ("mpirun -np 4 --mca btl openib,self python t.py", "L5"),
+    ("mpirun -np 4 -mca btl tcp,openib,self python t.py", "L5"),
+    ("mpirun python t.py", None),  # no -np: a warning only
+]
+
+# (command, L-ID that must be flagged as a warning)
+WARN = [
+    ("mpirun -np 4 -bind-to core python t.py", "L7"),
+    ("mpirun -np 4 -bind-to socket python t.py", "L7"),
+    ("mpirun -np 4 -map-by node python t.py", "L7"),
+    ("mpirun -np 4 --map-by core python t.py", "L7"),
+    ("mpirun -np 4 --allow-run-as-root python t.py", "L8"),
+    ("mpirun -np 4 -v python t.py", "L9"),
+    ("mpirun -np 4 --leave-sessions-attached python t.py", "L10"),
+    ("mpirun -np 4 python t.py", "L14"),
+    ("mpirun python t.py", "L1"),
+]
+
+
+def errors(text: str, **ctx) -> set[str]:
+    return {f.lid for f in lint(text, LintContext(**ctx)) if f.severity == "error"}
+
+
+def warnings(text: str, **ctx) -> set[str]:
+    return {f.lid for f in lint(text, LintContext(**ctx)) if f.severity == "warning"}
+
+
+@pytest.mark.parametrize("text", GOOD)
+def test_good_commands_have_no_errors(text):
+    assert errors(text) == set()
+
+
+@pytest.mark.parametrize("text,lid", BAD)
+def test_bad_commands_are_flagged(text, lid):
+    if lid is None:
+        assert errors(text) == set()
+    else:
+        assert lid in errors(text)
+
+
+@pytest.mark.parametrize("text,lid", WARN)
+def test_risky_commands_warn(text, lid):
+    assert lid in warnings(text)
+
+
+def test_there_are_at_least_thirty_command_lines():
+    assert len(GOOD) + len(BAD) + len(WARN) >= 30
+
+
+def test_np_must_match_topology():
+    assert "L1" in errors("mpirun -np 8 --allow-run-as-root python t.py", workers=2, slots=2)
+    assert "L1" not in errors("mpirun -np 4 --allow-run-as-root python t.py", workers=2, slots=2)
+
+
+def test_root_rule_depends_on_the_image():
+    text = "mpirun -np 2 -x PATH -x LD_LIBRARY_PATH python t.py"
+    assert "L14" in errors(text, root_env="no")
+    assert "L14" not in warnings(text, root_env="yes") | errors(text, root_env="yes")
+
+
+def test_debugging_runs_may_oversubscribe():
+    assert "L3" not in errors("mpirun -np 4 --oversubscribe python t.py", production=False)
+
+
+def test_parser_understands_real_syntax():
+    call = parse(SEED_BASIC)
+    assert call.values("np") == [["4"]] and call.program == ["python", "/app/train.py"]
+    call = parse("mpirun --mca pml ob1 -x 'A=b c' --bind-to=none -- python t.py -x 1")
+    assert call.mca() == {"pml": "ob1"} and call.exported() == {"A"}
+    assert call.values("bind-to") == [["none"]] and call.program == ["python", "t.py", "-x", "1"]
+    with pytest.raises(UsageError, match="no mpirun"):
+        parse("python train.py")
+    with pytest.raises(UsageError, match="cannot parse"):
+        parse("mpirun -np 2 'unterminated")
+
+
+def test_recommended_line_lints_clean_and_follows_the_guide():
+    line = recommend(LaunchRequest(workers=2, slots=4, command=("python3", "train.py"), gpu=True))
+    text = line.shell()
+    assert text.startswith(
+        "mpirun -np 8 -npernode 4 --hostfile /etc/mpi/hostfile --allow-run-as-root"
+    )
+    for part in (
+        "-bind-to none -map-by slot",
+        "-mca pml ob1",
+        "-mca btl '^openib'",
+        "-x PATH -x LD_LIBRARY_PATH",
+        "-x NCCL_SOCKET_IFNAME=eth0",
+        "-x NCCL_IB_DISABLE=1",
+        "-mca plm_rsh_no_tree_spawn 1",
+        "--tag-output",
+        "-timeout 3600",
+        "-quiet",
+    ):
+        assert part in text, part
+    assert lint(text, LintContext(workers=2, slots=4)) == []
+
+
+def test_debug_set_and_baked_parameters():
+    line = recommend(
+        LaunchRequest(
+            2,
+            2,
+            ("python3", "t.py"),
+            gpu=True,
+            debug=True,
+            baked_mca={"pml": "ob1", "btl": "^openib"},
+        )
+    )
+    text = line.shell()
+    assert "-v --display-map --report-bindings" in text and "NCCL_DEBUG=INFO" in text
+    assert "-quiet" not in text and "orte_base_help_aggregate 0" in text
+    assert "-mca pml" not in text and "pml ob1" in line.notes[0]
+
+
+def test_scripts_get_bash():
+    assert recommend(LaunchRequest(1, 2, ("run.sh",))).argv[-2:] == ["bash", "run.sh"]
+
+
+def test_mpijob_follows_v2beta1_structure():
+    launcher = recommend(LaunchRequest(2, 2, ("python3", "t.py"))).argv
+    job = mpijob("e1", "img:1", 2, 2, launcher, gpus_per_worker=2)
+    check_structure(job, MPIJOB_V2BETA1)
+    spec = job["spec"]
+    worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert worker["containers"][0]["command"] == ["/usr/sbin/sshd", "-De"]
+    assert worker["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 2
+    assert worker["volumes"][0]["emptyDir"]["medium"] == "Memory"
+    assert spec["slotsPerWorker"] == 2 and spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+    with pytest.raises(UsageError, match="not a Kubernetes name"):
+        mpijob("Bad_Name", "img", 1, 1, launcher)
+
+
+# The MPIJob v2beta1 field structure (mpi-operator's CRD, the parts imagekit writes); any
+# field not listed here makes the test fail.
+CONTAINER = {
+    "name": str,
+    "image": str,
+    "command": [str],
+    "args": [str],
+    "resources": {"limits": dict, "requests": dict},
+    "volumeMounts": [{"name": str, "mountPath": str}],
+    "env": [dict],
+    "securityContext": dict,
+}
+POD_TEMPLATE = {
+    "metadata": dict,
+    "spec": {
+        "containers": [CONTAINER],
+        "volumes": [{"name": str, "emptyDir": {"medium": str, "sizeLimit": str}}],
+    },
+}
+REPLICA = {"replicas": int, "restartPolicy": str, "template": POD_TEMPLATE}
+MPIJOB_V2BETA1 = {
+    "apiVersion": str,
+    "kind": str,
+    "metadata": {"name": str, "namespace": str, "labels": dict},
+    "spec": {
+        "slotsPerWorker": int,
+        "sshAuthMountPath": str,
+        "mpiImplementation": str,
+        "launcherCreationPolicy": str,
+        "runLauncherAsWorker": bool,
+        "runPolicy": {
+            "cleanPodPolicy": str,
+            "ttlSecondsAfterFinished": int,
+            "activeDeadlineSeconds": int,
+            "backoffLimit": int,
+            "suspend": bool,
+            "schedulingPolicy": dict,
+            "managedBy": str,
+        },
+        "mpiReplicaSpecs": {"Launcher": REPLICA, "Worker": REPLICA},
+    },
+}
+
+
+def check_structure(value, schema, path="") -> None:
+    if isinstance(schema, dict):
+        assert isinstance(value, dict), path
+        for key, item in value.items():
+            assert key in schema, f"{path}.{key}: not an MPIJob v2beta1 field here"
+            check_structure(item, schema[key], f"{path}.{key}")
+    elif isinstance(schema, list):
+        assert isinstance(value, list), path
+        for i, item in enumerate(value):
+            check_structure(item, schema[0], f"{path}[{i}]")
+    elif schema is dict:
+        assert isinstance(value, dict), path
+    else:
+        assert isinstance(value, schema), f"{path}: {value!r} is not {schema.__name__}"
+
+
+def test_structure_check_rejects_misplaced_fields():
+    job = mpijob("e1", "img:1", 1, 1, ["mpirun", "x"])
+    job["spec"]["slotsPerWorkers"] = 1
+    with pytest.raises(AssertionError, match="slotsPerWorkers"):
+        check_structure(job, MPIJOB_V2BETA1)
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "imagekit", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        cwd=ROOT,
+    )
+
+
+def test_cli_lint_exit_codes_and_json(tmp_path):
+    bad = cli("lint-cmd", "mpirun -np 8 deepspeed train.py", "--format", "json")
+    assert bad.returncode == 10
+    body = json.loads(bad.stdout)
+    assert body["ok"] is False and body["findings"][0]["lid"] == "L12"
+    script = tmp_path / "launch.sh"
+    script.write_text(SEED_BASIC_MPI)
+    assert cli("lint-cmd", "--file", str(script)).returncode == 0
+    assert cli("lint-cmd", "--file", "-", stdin="mpirun -np 8 run.sh").returncode == 10
+
+
+def test_cli_mpirun_formats_and_mpijob():
+    shell = cli("mpirun", "--workers", "2", "--slots", "2", "--cpu", "--", "python3", "probe.py")
+    assert shell.returncode == 0 and shell.stdout.startswith("mpirun -np 4 -npernode 2")
+    as_json = cli(
+        "mpirun", "--workers", "2", "--slots", "2", "--format", "json", "--", "python3", "t.py"
+    )
+    assert json.loads(as_json.stdout)[-2:] == ["python3", "t.py"]
+    baked = cli(
+        "mpirun",
+        "--workers",
+        "1",
+        "--slots",
+        "2",
+        "--recipe",
+        "recipes/deepspeed-cpu.yaml",
+        "--",
+        "python3",
+        "t.py",
+    )
+    assert "-mca pml" not in baked.stdout and "already in the image" in baked.stderr
+    manifest = cli(
+        "mpijob",
+        "recipes/deepspeed-cpu.yaml",
+        "--name",
+        "e1",
+        "--workers",
+        "2",
+        "--slots",
+        "2",
+        "--",
+        "python3",
+        "t.py",
+    )
+    job = yaml.safe_load(manifest.stdout)
+    check_structure(job, MPIJOB_V2BETA1)
+    assert (
+        job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["image"]
+        == "deepspeed-training:23.08-cpu-py311-debian12"
+    )
