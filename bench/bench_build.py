@@ -21,6 +21,9 @@ BUMPED_DEEPSPEED = "0.19.7"
 
 def main() -> None:
     cold, cold_s, _ = timed_build(RECIPE, no_cache=True)
+    # Measured here: the legacy builder's first cached build after a --no-cache build may
+    # rebuild from the first COPY on; it is reported, and the no-op rebuild measured after it.
+    _, after_cold_s, _ = timed_build(RECIPE)
     _, warm_s, _ = timed_build(RECIPE)
     with tempfile.TemporaryDirectory(dir=ROOT / "recipes") as tmp:
         bumped = Path(tmp) / "bumped.yaml"
@@ -37,7 +40,8 @@ def main() -> None:
         f"imagekit build: {RECIPE.name}",
         [
             ("cold build (--no-cache)", f"{cold_s:.1f} s", ""),
-            ("warm no-op rebuild", f"{warm_s:.1f} s", "<= 3 s"),
+            ("first cached build after --no-cache", f"{after_cold_s:.1f} s", "(builder quirk)"),
+        ("warm no-op rebuild", f"{warm_s:.1f} s", "<= 3 s"),
             (
                 f"rebuild after DeepSpeed -> {BUMPED_DEEPSPEED}",
                 f"{bump_s:.1f} s",

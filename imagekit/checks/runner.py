@@ -221,14 +221,14 @@ class _Collector:
             return
         failed_setup = rep.when == "setup" and not rep.passed
         if rep.when == "call" or failed_setup:
-            self.results.append(self._result(item, rep, marker.kwargs))
+            self.results.append(self._result(item, rep, marker.kwargs, call.excinfo))
 
-    def _result(self, item, rep, meta: dict[str, str]) -> CheckResult:
+    def _result(self, item, rep, meta: dict[str, str], excinfo) -> CheckResult:
         notes = self._notes.get(item.nodeid, [])
         if rep.skipped:
-            status, evidence = "skip", _skip_reason(rep)
+            status, evidence = "skip", _message(excinfo)
         elif rep.failed:
-            status, evidence = "fail", _failure_text(rep)
+            status, evidence = "fail", _message(excinfo)
         else:
             levels = {level for level, _ in notes}
             status = "warn" if "warn" in levels else "info" if "info" in levels else "pass"
@@ -252,16 +252,17 @@ class _Collector:
         return result
 
 
-def _skip_reason(rep) -> str:
-    if isinstance(rep.longrepr, tuple):
-        return str(rep.longrepr[2]).removeprefix("Skipped: ")
-    return str(rep.longrepr)
-
-
-def _failure_text(rep) -> str:
-    crash = getattr(rep.longrepr, "reprcrash", None)
-    text = crash.message if crash is not None else str(rep.longrepr)
-    return text.removeprefix("Failed: ").strip()
+def _message(excinfo) -> str:
+    """The check's own words: an assert's message, pytest.fail/skip's text, or the error."""
+    if excinfo is None:
+        return ""
+    exc = excinfo.value
+    text = getattr(exc, "msg", None) or str(exc)
+    if isinstance(exc, AssertionError):
+        text = text.split("\nassert ", 1)[0]  # drop pytest's rewritten-assert explanation
+    elif not isinstance(exc, pytest.fail.Exception | pytest.skip.Exception):
+        text = f"{type(exc).__name__}: {text}"
+    return text.strip() or type(exc).__name__
 
 
 def _run_suite(ctx: CheckContext, report: Reporter) -> list[CheckResult]:

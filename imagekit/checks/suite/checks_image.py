@@ -27,6 +27,12 @@ SSH_OPTS = (
 # -- facts -------------------------------------------------------------------------------
 
 
+def expect(condition: object, evidence: str) -> None:
+    """Fail the check with `evidence` (what was seen) when `condition` is false."""
+    if not condition:
+        pytest.fail(evidence, pytrace=False)
+
+
 def has(host, command: str) -> bool:
     return host.run(f"command -v {command}").rc == 0
 
@@ -38,9 +44,19 @@ def sshd_binary(host) -> str | None:
     return None
 
 
+def repair_run_sshd(host, ctx) -> list[str]:
+    """sshd (even `sshd -t`) refuses to run without /run/sshd; R6 has its own check (on the
+    state read before any check ran), so repair it first and let the others prove the rest."""
+    if ctx.initial.get("run_sshd") == "root 755 directory":
+        return []
+    host.run("mkdir -p /run/sshd && chown root:root /run/sshd && chmod 0755 /run/sshd")
+    return ["created /run/sshd 0755 first (see R6)"]
+
+
 @pytest.fixture(scope="module")
-def effective_sshd(host) -> dict[str, str] | None:
+def effective_sshd(host, ctx) -> dict[str, str] | None:
     """`sshd -T` for root, with a throwaway host key so images without keys can be read."""
+    repair_run_sshd(host, ctx)
     sshd = sshd_binary(host)
     if sshd is None:
         return None
@@ -79,10 +95,7 @@ class Sshd:
 def start_sshd(host, ctx, settings: dict[str, str] | None) -> Sshd:
     """Start sshd the way an operator does (directly, no entrypoint). /run/sshd is repaired
     first when R6 already failed, so this proves R4 on its own."""
-    repaired = []
-    if ctx.initial.get("run_sshd") != "root 755 directory":
-        host.run("mkdir -p /run/sshd && chown root:root /run/sshd && chmod 0755 /run/sshd")
-        repaired.append("created /run/sshd 0755 first (see R6)")
+    repaired = repair_run_sshd(host, ctx)
     sshd = sshd_binary(host)
     if sshd is None or settings is None:
         return Sshd(False, None, "sshd missing or its configuration is invalid (see R4)")
@@ -121,8 +134,9 @@ def check_root_user(ctx):
     box = ctx.engine.client.containers.get(ctx.container_id)
     code, out = box.exec_run(["id", "-u"], user=user or "root")  # the image's own user
     uid = out.decode().strip()
-    assert user in ("", "root", "0", "0:0", "root:root") and uid == "0", (
-        f"image USER is {user!r}; a container runs as uid {uid}"
+    expect(
+        user in ("", "root", "0", "0:0", "root:root") and uid == "0",
+        (f"image USER is {user!r}; a container runs as uid {uid}"),
     )
 
 
@@ -133,7 +147,7 @@ def check_root_user(ctx):
     fix="install bash (apt-get install -y bash)",
 )
 def check_bash(host):
-    assert host.file("/bin/bash").exists or host.file("/usr/bin/bash").exists, "no /bin/bash"
+    expect(host.file("/bin/bash").exists or host.file("/usr/bin/bash").exists, "no /bin/bash")
 
 
 @check(
@@ -143,7 +157,7 @@ def check_bash(host):
     fix="install Open MPI (apt-get install -y openmpi-bin) or put its bin/ on PATH",
 )
 def check_mpirun(host, note):
-    assert has(host, "mpirun"), "mpirun not found on PATH " + host.run("echo $PATH").stdout.strip()
+    expect(has(host, "mpirun"), "mpirun not found on PATH " + host.run("echo $PATH").stdout.strip())
     version = host.run("mpirun --version").stdout.strip().splitlines()
     note("info", version[0] if version else "mpirun present")
 
@@ -159,11 +173,11 @@ def check_mpirun(host, note):
 )
 def check_sshd_config(host, effective_sshd):
     sshd = sshd_binary(host)
-    assert sshd is not None, "no sshd binary (/usr/sbin/sshd)"
+    expect(sshd is not None, "no sshd binary (/usr/sbin/sshd)")
     result = host.run(f"{sshd} -t")
     if result.rc != 0 and "no hostkeys available" in result.stderr:
         pytest.skip("no host keys in the image; see sshd-start")
-    assert result.rc == 0, f"sshd -t: {result.stderr.strip()}"
+    expect(result.rc == 0, f"sshd -t: {result.stderr.strip()}")
 
 
 def _setting(effective_sshd, name: str) -> str:
@@ -180,7 +194,7 @@ def _setting(effective_sshd, name: str) -> str:
 )
 def check_strictmodes(effective_sshd):
     value = _setting(effective_sshd, "strictmodes")
-    assert value == "no", f"sshd -T: strictmodes {value}"
+    expect(value == "no", f"sshd -T: strictmodes {value}")
 
 
 @check(
@@ -191,7 +205,7 @@ def check_strictmodes(effective_sshd):
 )
 def check_pubkey_auth(effective_sshd):
     value = _setting(effective_sshd, "pubkeyauthentication")
-    assert value == "yes", f"sshd -T: pubkeyauthentication {value}"
+    expect(value == "yes", f"sshd -T: pubkeyauthentication {value}")
 
 
 @check(
@@ -202,7 +216,7 @@ def check_pubkey_auth(effective_sshd):
 )
 def check_root_login(effective_sshd):
     value = _setting(effective_sshd, "permitrootlogin")
-    assert value in ("prohibit-password", "without-password"), f"sshd -T: permitrootlogin {value}"
+    expect(value in ("prohibit-password", "without-password"), f"sshd -T: permitrootlogin {value}")
 
 
 @check(
@@ -216,8 +230,9 @@ def check_password_auth(effective_sshd):
     kbd = effective_sshd.get(
         "kbdinteractiveauthentication", effective_sshd.get("challengeresponseauthentication", "no")
     )
-    assert password == "no" and kbd == "no", (
-        f"sshd -T: passwordauthentication {password}, kbdinteractiveauthentication {kbd}"
+    expect(
+        password == "no" and kbd == "no",
+        (f"sshd -T: passwordauthentication {password}, kbdinteractiveauthentication {kbd}"),
     )
 
 
@@ -232,8 +247,13 @@ def check_password_auth(effective_sshd):
 )
 def check_run_sshd(ctx):
     state = ctx.initial.get("run_sshd", "missing")
-    assert state == "root 755 directory", (
-        "/run/sshd missing" if state == "missing" else f"/run/sshd is: {state} (owner, mode, type)"
+    expect(
+        state == "root 755 directory",
+        (
+            "/run/sshd missing"
+            if state == "missing"
+            else f"/run/sshd is: {state} (owner, mode, type)"
+        ),
     )
 
 
@@ -247,7 +267,7 @@ def check_run_sshd(ctx):
 def check_sshd_start(sshd, note):
     if sshd.port is None:
         pytest.skip(sshd.evidence)
-    assert sshd.running, sshd.evidence
+    expect(sshd.running, sshd.evidence)
     for text in sshd.repaired:
         note("info", text)
     note("info", sshd.evidence)
@@ -263,9 +283,12 @@ def check_sshd_port(ctx, host, effective_sshd):
     server = int(_setting(effective_sshd, "port") or 22)
     client = host.run("ssh -G worker-0 | grep -i '^port '").stdout.split()
     client_port = int(client[1]) if len(client) == 2 else 22
-    assert server == ctx.port and client_port == ctx.port, (
-        f"profile {ctx.profile.name} expects port {ctx.port}; "
-        f"sshd listens on {server}, the ssh client dials {client_port}"
+    expect(
+        server == ctx.port and client_port == ctx.port,
+        (
+            f"profile {ctx.profile.name} expects port {ctx.port}; "
+            f"sshd listens on {server}, the ssh client dials {client_port}"
+        ),
     )
 
 
@@ -283,8 +306,9 @@ def check_host_key_prompt(host, note):
     )
     strict = settings.get("stricthostkeychecking", "ask")
     known = settings.get("userknownhostsfile", "~/.ssh/known_hosts")
-    assert strict in ("false", "no", "accept-new"), (
-        f"ssh -G: stricthostkeychecking {strict}: mpirun would hang at a host-key prompt"
+    expect(
+        strict in ("false", "no", "accept-new"),
+        (f"ssh -G: stricthostkeychecking {strict}: mpirun would hang at a host-key prompt"),
     )
     if strict == "accept-new" or known.split()[0] != "/dev/null":
         note(
@@ -320,7 +344,7 @@ def check_login_image_key(ctx, host, sshd, note):
     if not sshd.running:
         pytest.skip("sshd is not running (see sshd-start)")
     ok, detail = _login(host, sshd.port)
-    assert ok, f"ssh root@localhost with {keys[0]}: {detail}"
+    expect(ok, f"ssh root@localhost with {keys[0]}: {detail}")
     note("warn", f"{keys[0]} is baked into the image: anyone with the image can log in")
 
 
@@ -339,9 +363,9 @@ def check_login_mounted_key(ctx, host, sshd, effective_sshd):
     with start_mounted(ctx, secret) as box:
         other = testinfra_host(box.id)
         started = start_sshd(other, ctx, effective_sshd)
-        assert started.running, f"with keys mounted: {started.evidence}"
+        expect(started.running, f"with keys mounted: {started.evidence}")
         ok, detail = _login(other, started.port)
-    assert ok, f"ssh root@localhost with the mounted key: {detail}"
+    expect(ok, f"ssh root@localhost with the mounted key: {detail}")
 
 
 # -- R8 ----------------------------------------------------------------------------------------
@@ -364,10 +388,11 @@ def check_mpirun_as_root(ctx, host, note):
     bare = host.run("timeout 60 mpirun -np 1 true")
     flagged = host.run("timeout 60 mpirun --allow-run-as-root -np 1 true")
     if ctx.profile.run_as_root == "env":
-        assert bare.rc == 0, f"mpirun -np 1 true: {bare.stderr.strip()[:300]}"
+        expect(bare.rc == 0, f"mpirun -np 1 true: {bare.stderr.strip()[:300]}")
     else:
-        assert flagged.rc == 0, (
-            f"mpirun --allow-run-as-root -np 1 true: {flagged.stderr.strip()[:300]}"
+        expect(
+            flagged.rc == 0,
+            (f"mpirun --allow-run-as-root -np 1 true: {flagged.stderr.strip()[:300]}"),
         )
         if bare.rc != 0:
             note("warn", "bare mpirun aborts as root: every launch needs --allow-run-as-root")
@@ -387,8 +412,9 @@ def check_mpirun_two_ranks(host, note):
     )
     result = host.run(cmd)
     ranks = sorted(re.findall(r"rank=(\d) size=2", result.stdout))
-    assert result.rc == 0 and ranks == ["0", "1"], (
-        f"{cmd}: rc {result.rc}: {(result.stderr or result.stdout).strip()[:300]}"
+    expect(
+        result.rc == 0 and ranks == ["0", "1"],
+        (f"{cmd}: rc {result.rc}: {(result.stderr or result.stdout).strip()[:300]}"),
     )
     note("info", "ranks 0 and 1 of 2 ran")
 
@@ -476,11 +502,13 @@ def check_version(ctx, host, note, component):
             pytest.skip(f"{component}: not declared, not found")
         note("info", f"{component} {found} (reported, not asserted: nothing declares it)")
         return
-    assert found is not None, (
-        f"{component} {expected} is declared ({ctx.expected_source}) but not installed"
+    expect(
+        found is not None,
+        (f"{component} {expected} is declared ({ctx.expected_source}) but not installed"),
     )
-    assert _matches(component, expected, found), (
-        f"{component}: declared {expected} ({ctx.expected_source}), found {found}"
+    expect(
+        _matches(component, expected, found),
+        (f"{component}: declared {expected} ({ctx.expected_source}), found {found}"),
     )
     note("info", f"{component} {found}")
 
@@ -520,7 +548,7 @@ def check_private_keys(ctx, note):
     for f in found:
         kind = "host" if f.path.startswith("etc/ssh/") else "user"
         (declared if kind in allowed and not f.shadowed else bad).append(f"{kind} key {_where(f)}")
-    assert not bad, "; ".join(bad)
+    expect(not bad, "; ".join(bad))
     if declared:
         note("warn", "declared: " + "; ".join(declared))
 
@@ -544,4 +572,4 @@ def check_build_secrets(ctx):
             bad.append(f"build-only certificate {_where(f)}")
         elif CREDENTIAL_FILES.search(f.path) or URL_WITH_PASSWORD.search(head):
             bad.append(f"credentials {_where(f)}")
-    assert not bad, "; ".join(bad)
+    expect(not bad, "; ".join(bad))
