@@ -34,6 +34,16 @@ def cli(debug: bool) -> None:
     """Build, verify and publish MPI + NCCL + DeepSpeed training images for MPIJobs."""
 
 
+def _resolve_target(target: str) -> tuple[str, Path | None]:
+    """RECIPE|IMAGE arguments: a .yaml path means the recipe's own image."""
+    if not target.endswith((".yaml", ".yml")):
+        return target, None
+    from imagekit.plan import make_plan
+    from imagekit.recipe import load_recipe
+
+    return make_plan(load_recipe(Path(target))).image, Path(target)
+
+
 @cli.command()
 @click.argument("recipes", nargs=-1, required=True, type=RecipeArg)
 def validate(recipes: tuple[Path, ...]) -> None:
@@ -229,14 +239,15 @@ def check_cmd(
     report_path: Path | None,
     fmt: str,
 ) -> None:
-    """Check IMAGE (any image, built by imagekit or not) against a platform profile."""
+    """Check IMAGE (any image, built by imagekit or not; or a RECIPE's image) against a profile."""
     from imagekit.checks.profiles import load_profile
     from imagekit.checks.report import write_report
     from imagekit.checks.runner import run_checks
     from imagekit.errors import CheckFailedError
 
     chosen = load_profile(profile)
-    result = run_checks(image, chosen, lambda event: None, recipe=recipe, port=port)
+    image, target_recipe = _resolve_target(image)
+    result = run_checks(image, chosen, lambda event: None, recipe=recipe or target_recipe, port=port)
     _print_check_report(result)
     if report_path is not None:
         write_report(result, report_path, fmt)
@@ -336,7 +347,7 @@ def smoke(image: str, command: tuple[str, ...], **kw) -> None:
         copies=kw["copies"],
         workdir=kw["workdir"],
     )
-    result = run_smoke(image, options, PlainReporter(err))
+    result = run_smoke(_resolve_target(image)[0], options, PlainReporter(err))
     _print_smoke(result)
     if not result.passed:
         raise SmokeFailedError(f"{image}: the MPIJob failed: {result.problems[0]}")
@@ -509,14 +520,8 @@ def mpijob(target, name, workers, slots, gpus_per_worker, shm_size, output, comm
     from imagekit.launch import LaunchRequest, recommend
     from imagekit.launch import mpijob as render_mpijob
 
-    recipe = Path(target) if target.endswith((".yaml", ".yml")) else None
+    image, recipe = _resolve_target(target)
     baked, gpu = _launch_defaults(recipe)
-    image = target
-    if recipe is not None:
-        from imagekit.plan import make_plan
-        from imagekit.recipe import load_recipe
-
-        image = make_plan(load_recipe(recipe)).image
     line = recommend(
         LaunchRequest(
             workers=workers,
@@ -533,6 +538,69 @@ def mpijob(target, name, workers, slots, gpus_per_worker, shm_size, output, comm
     else:
         output.write_text(text, encoding="utf-8")
         out.print(f"[green]wrote[/] {escape(str(output))}")
+
+
+@cli.command()
+@click.argument("target")
+@click.option("--registry", required=True, help="HOST[:PORT][/NAMESPACE] to push to.")
+@click.option(
+    "--tag", "tags", multiple=True, help="Version tag (repeatable; default: the image's own)."
+)
+@click.option(
+    "--moving-tag",
+    "moving",
+    multiple=True,
+    help="Moving tag such as latest, updated after the version tags (repeatable).",
+)
+@click.option(
+    "--require-check/--no-require-check",
+    default=None,
+    help="Refuse without a passing check report (default: on when CI=true).",
+)
+@click.option(
+    "--check-report",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="JSON report from `imagekit check IMAGE --report FILE`.",
+)
+@click.option("--force", is_flag=True, help="Overwrite a version tag that points at another image.")
+@click.option(
+    "--record",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write a JSON record of what was pushed (repository, tags, digest, ...).",
+)
+@click.option(
+    "--retries", default=3, show_default=True, help="Attempts on transient registry errors."
+)
+def publish(target, registry, tags, moving, require_check, check_report, force, record, retries):
+    """Push TARGET (a recipe's image, or any image) to a registry, checked and immutable."""
+    from imagekit.publish import PublishOptions
+    from imagekit.publish import publish as run_publish
+
+    image, recipe = _resolve_target(target)
+    recipe_moving: tuple[str, ...] = ()
+    if recipe is not None:
+        from imagekit.plan import make_plan
+        from imagekit.recipe import load_recipe
+
+        recipe_moving = tuple(t.rsplit(":", 1)[1] for t in make_plan(load_recipe(recipe)).moving_tags)
+    if require_check is None:
+        require_check = os.environ.get("CI") == "true"
+    options = PublishOptions(
+        registry=registry,
+        tags=tags,
+        moving_tags=moving or recipe_moving,
+        require_check=require_check,
+        check_report=check_report,
+        force=force,
+        record=record,
+        retries=retries,
+    )
+    result = run_publish(image, options, PlainReporter(err))
+    out.print(f"[green]published[/] {result.repository}@{result.digest}")
+    for ref in result.references[1:]:
+        out.print(f"  {ref}")
+    if record is not None:
+        out.print(f"record written to {escape(str(record))}")
 
 
 def _print_plan(plan) -> None:

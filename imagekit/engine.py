@@ -218,6 +218,41 @@ class Engine:
                     pass
             time.sleep(0.5)
 
+    # -- registries -----------------------------------------------------------------------
+
+    def push(self, repository: str, tag: str, report: Reporter) -> str:
+        """Push one tag (credentials from the Docker config); return the manifest digest.
+        Raises RegistryError, flagged `auth` for refused credentials."""
+        from imagekit.registry import RegistryError
+
+        digest = None
+        layers: dict[str, str] = {}
+        try:
+            for chunk in self.api.push(repository, tag=tag, stream=True, decode=True):
+                if "error" in chunk:
+                    text = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                    auth = bool(
+                        re.search(
+                            r"unauthorized|authentication required|denied|"
+                            r"no basic auth credentials|401|403",
+                            text,
+                            re.I,
+                        )
+                    )
+                    raise RegistryError(text.strip(), auth=auth, transient=not auth)
+                if "id" in chunk and "status" in chunk:
+                    status = chunk["status"]
+                    if layers.get(chunk["id"]) != status:
+                        layers[chunk["id"]] = status
+                        report(Log(f"{chunk['id']}: {status}"))
+                aux = chunk.get("aux") or {}
+                digest = aux.get("Digest", digest)
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            raise RegistryError(_reason(exc)) from None
+        if not digest:
+            raise RegistryError("the engine reported no digest for the push")
+        return digest
+
     # -- containers ---------------------------------------------------------------------
 
     def run_once(self, image: str, command: list[str], **kwargs: Any) -> str:

@@ -1,0 +1,211 @@
+"""`imagekit publish`: push a checked image to a registry, version tag first, moving tags
+only after it, and write a record of what was pushed (for CI artifacts and digest pins).
+
+Version tags are immutable: a tag that already points at a different image is refused
+unless forced. Transient registry errors are retried with backoff; auth errors are not.
+The registry itself refuses a manifest whose blobs are missing, and the manifest (the tag)
+is written only after every blob is in, so an interrupted push never moves a tag."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from imagekit.engine import Engine, Message, Reporter
+from imagekit.errors import ImagekitError, UsageError
+from imagekit.plan import LABEL_PREFIX
+from imagekit.registry import RegistryClient, RegistryError
+
+RECORD_SCHEMA = "imagekit.publish-record/v1"
+
+
+class PublishError(ImagekitError):
+    """The push failed (exit 11); the registry may hold blobs but no tag moved."""
+
+    exit_code = 11
+
+
+class PublishAuthError(PublishError):
+    """The registry refused our credentials (exit 12); never retried."""
+
+    exit_code = 12
+    debug_tip = False
+
+
+class PublishRefusedError(PublishError):
+    """Publishing was refused before anything was pushed (exit 13)."""
+
+    exit_code = 13
+    debug_tip = False
+
+
+@dataclass(frozen=True)
+class PublishOptions:
+    registry: str  # host[:port][/namespace]
+    tags: tuple[str, ...] = ()  # extra version tags; default: the image's own tag
+    moving_tags: tuple[str, ...] = ()
+    require_check: bool = False
+    check_report: Path | None = None
+    force: bool = False
+    record: Path | None = None
+    retries: int = 3
+    backoff: float = 2.0
+
+
+@dataclass
+class PublishRecord:
+    schema: str
+    repository: str
+    version_tags: list[str]
+    moving_tags: list[str]
+    digest: str
+    image_id: str
+    recipe: str | None
+    recipe_sha256: str | None
+    check_report: str | None
+    check_passed: bool | None
+    pushed_at: str
+    references: list[str] = field(default_factory=list)
+
+
+def split_image(image: str) -> tuple[str, str]:
+    name, sep, tag = image.rpartition(":")
+    if not sep or "/" in tag:
+        return image, "latest"
+    return name, tag
+
+
+def check_report_verdict(report: Path | None, image_id: str, required: bool) -> bool | None:
+    if report is None:
+        if required:
+            raise PublishRefusedError(
+                "refusing to publish without a check report (--require-check)",
+                hint="run `imagekit check IMAGE --report check.json` and pass --check-report",
+            )
+        return None
+    try:
+        body = json.loads(report.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--check-report {report}: no such file") from None
+    except ValueError:
+        raise UsageError(f"--check-report {report}: not a JSON check report") from None
+    if body.get("schema") != "imagekit.check-report/v1":
+        raise UsageError(f"--check-report {report}: not an imagekit check report")
+    if body.get("image_id") != image_id:
+        raise PublishRefusedError(
+            f"--check-report {report}: it checked {body.get('image_id')}, "
+            f"not this image ({image_id})"
+        )
+    if required and not body.get("passed"):
+        raise PublishRefusedError(f"--check-report {report}: the image failed its checks")
+    return bool(body.get("passed"))
+
+
+def publish(image: str, options: PublishOptions, report: Reporter) -> PublishRecord:
+    registry = options.registry.rstrip("/")
+    if not registry or " " in registry:
+        raise UsageError(f"--registry {options.registry!r}: expected HOST[:PORT][/NAMESPACE]")
+    engine = Engine.connect()
+    info = engine.inspect_image(image)
+    labels = info["Config"].get("Labels") or {}
+    passed = check_report_verdict(options.check_report, info["Id"], options.require_check)
+    name, own_tag = split_image(image)
+    repository = f"{registry}/{name.rsplit('/', 1)[-1]}"
+    version_tags = list(options.tags or (own_tag,))
+    client = RegistryClient.for_repository(repository)
+
+    for tag in version_tags:  # immutability first: nothing is pushed if a tag would move
+        existing = _existing_config(client, repository, tag)
+        if existing is not None and existing != info["Id"] and not options.force:
+            raise PublishRefusedError(
+                f"{repository}:{tag} already points at another image ({existing[:19]}); "
+                "version tags are immutable (use --force to overwrite)"
+            )
+    digest = ""
+    for tag in version_tags:
+        digest = _push_with_retries(engine, info["Id"], repository, tag, options, report)
+    for tag in options.moving_tags:  # moved only once every version tag is in
+        _push_with_retries(engine, info["Id"], repository, tag, options, report)
+    record = PublishRecord(
+        schema=RECORD_SCHEMA,
+        repository=repository,
+        version_tags=version_tags,
+        moving_tags=list(options.moving_tags),
+        digest=digest,
+        image_id=info["Id"],
+        recipe=labels.get(f"{LABEL_PREFIX}.recipe"),
+        recipe_sha256=labels.get(f"{LABEL_PREFIX}.recipe-sha256"),
+        check_report=str(options.check_report) if options.check_report else None,
+        check_passed=passed,
+        pushed_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        references=[f"{repository}@{digest}"]
+        + [f"{repository}:{t}" for t in version_tags + list(options.moving_tags)],
+    )
+    if options.record is not None:
+        write_record(record, options.record)
+    return record
+
+
+def _existing_config(client: RegistryClient, repository: str, tag: str) -> str | None:
+    try:
+        return client.config_digest(tag)
+    except RegistryError as exc:
+        raise _classify(exc, f"{repository}:{tag}") from None
+
+
+def _push_with_retries(
+    engine: Engine,
+    image_id: str,
+    repository: str,
+    tag: str,
+    options: PublishOptions,
+    report: Reporter,
+) -> str:
+    engine.tag(image_id, f"{repository}:{tag}")
+    for attempt in range(1, options.retries + 1):
+        try:
+            digest = engine.push(repository, tag, report)
+            report(Message(f"pushed {repository}:{tag} ({digest})"))
+            return digest
+        except RegistryError as exc:
+            error = _classify(exc, f"{repository}:{tag}")
+            if isinstance(error, PublishAuthError) or attempt == options.retries:
+                raise error from None
+            wait = options.backoff * 2 ** (attempt - 1)
+            report(
+                Message(
+                    f"push of {repository}:{tag} failed ({exc}); retry {attempt} in {wait:.0f}s"
+                )
+            )
+            time.sleep(wait)
+    raise AssertionError("unreachable")
+
+
+def _classify(exc: RegistryError, ref: str) -> PublishError:
+    if exc.auth:
+        return PublishAuthError(
+            f"{ref}: the registry refused the credentials: {exc}",
+            hint="docker login REGISTRY (credentials are read from "
+            "~/.docker/config.json, or DOCKER_CONFIG)",
+        )
+    return PublishError(f"{ref}: push failed: {exc}")
+
+
+def write_record(record: PublishRecord, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(asdict(record), fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def record_dict(record: PublishRecord) -> dict[str, Any]:
+    return asdict(record)
