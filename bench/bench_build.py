@@ -41,7 +41,7 @@ def main() -> None:
         [
             ("cold build (--no-cache)", f"{cold_s:.1f} s", ""),
             ("first cached build after --no-cache", f"{after_cold_s:.1f} s", "(builder quirk)"),
-        ("warm no-op rebuild", f"{warm_s:.1f} s", "<= 3 s"),
+            ("warm no-op rebuild", f"{warm_s:.1f} s", "<= 3 s"),
             (
                 f"rebuild after DeepSpeed -> {BUMPED_DEEPSPEED}",
                 f"{bump_s:.1f} s",

@@ -247,7 +247,9 @@ def check_cmd(
 
     chosen = load_profile(profile)
     image, target_recipe = _resolve_target(image)
-    result = run_checks(image, chosen, lambda event: None, recipe=recipe or target_recipe, port=port)
+    result = run_checks(
+        image, chosen, lambda event: None, recipe=recipe or target_recipe, port=port
+    )
     _print_check_report(result)
     if report_path is not None:
         write_report(result, report_path, fmt)
@@ -582,7 +584,9 @@ def publish(target, registry, tags, moving, require_check, check_report, force, 
         from imagekit.plan import make_plan
         from imagekit.recipe import load_recipe
 
-        recipe_moving = tuple(t.rsplit(":", 1)[1] for t in make_plan(load_recipe(recipe)).moving_tags)
+        recipe_moving = tuple(
+            t.rsplit(":", 1)[1] for t in make_plan(load_recipe(recipe)).moving_tags
+        )
     if require_check is None:
         require_check = os.environ.get("CI") == "true"
     options = PublishOptions(

@@ -71,7 +71,7 @@ BROKEN = {
         {"sshd-start"},
     ),
     "password-auth-on": (
-        "RUN sed -i 's/^PasswordAuthentication no/PasswordAuthentication yes/' "
+        "RUN echo root:imagekit | chpasswd && sed -i 's/^PasswordAuthentication no/PasswordAuthentication yes/' "
         "/etc/ssh/sshd_config",
         {"password-auth-off"},
     ),

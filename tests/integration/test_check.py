@@ -84,6 +84,8 @@ def test_kubeflow_style_image_under_both_profiles(engine, mini, tmp_path):
     assert statuses["ssh-login-mounted-key"]["status"] == "pass"
     assert statuses["ssh-login-image-key"]["status"] == "skip"
     assert statuses["private-keys-in-layers"]["status"] == "warn"  # host keys, allowed by profile
+    # Debian's default sshd allows passwords; no account has one: reported, not failed
+    assert statuses["password-auth-off"]["status"] == "warn"
     assert statuses["version-torch"]["status"] in ("skip", "info")  # nothing declared: reported
 
     code, report, output = check_json(ref, tmp_path, "--profile", "seed")

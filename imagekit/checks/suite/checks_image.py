@@ -225,15 +225,18 @@ def check_root_login(effective_sshd):
     "password and keyboard-interactive logins are off",
     fix="set `PasswordAuthentication no` and `KbdInteractiveAuthentication no`",
 )
-def check_password_auth(effective_sshd):
+def check_password_auth(host, effective_sshd, note):
     password = _setting(effective_sshd, "passwordauthentication")
     kbd = effective_sshd.get(
         "kbdinteractiveauthentication", effective_sshd.get("challengeresponseauthentication", "no")
     )
-    expect(
-        password == "no" and kbd == "no",
-        (f"sshd -T: passwordauthentication {password}, kbdinteractiveauthentication {kbd}"),
-    )
+    if password == "no" and kbd == "no":
+        return
+    seen = f"sshd -T: passwordauthentication {password}, kbdinteractiveauthentication {kbd}"
+    # Exploitable only if some account has a password: a hash, not *, ! or empty.
+    users = host.run("awk -F: '$2 !~ /^([*!].*)?$/ {print $1}' /etc/shadow").stdout.split()
+    expect(not users, f"{seen}; accounts with a password: {', '.join(users)}")
+    note("warn", f"{seen}; no account has a password today, but turn it off")
 
 
 # -- R6, R4 (start), R10, R9 -----------------------------------------------------------------
