@@ -23,6 +23,8 @@ import requests.exceptions
 
 from imagekit.errors import BuildError, EngineUnavailableError, ImagekitError, ImageNotFoundError
 
+# A container that idles until stopped, whatever the image's entrypoint (checks, launchers).
+KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1; done"]
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 INTERMEDIATE = re.compile(r"^ ---> (?:Running in )?([0-9a-f]{12,64})$")
 
@@ -298,8 +300,11 @@ class Engine:
             info = _tarfile.TarInfo(name)
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
-        container.exec_run(["mkdir", "-p", directory or "/"])
-        container.put_archive(directory or "/", buf.getvalue())
+        try:
+            container.exec_run(["mkdir", "-p", directory or "/"])
+            container.put_archive(directory or "/", buf.getvalue())
+        except docker.errors.APIError as exc:
+            raise ImagekitError(f"cannot write {path} into {container.name}: {_reason(exc)}") from None
 
     @contextmanager
     def container(self, image: str, **kwargs: Any) -> Iterator[Any]:

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from imagekit.engine import Engine, Log, Message, Reporter
+from imagekit.engine import KEEPALIVE, Engine, Log, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
 from imagekit.plan import LABEL_PREFIX
 from imagekit.secrets import make_secret
@@ -25,7 +25,6 @@ from imagekit.secrets import make_secret
 SMOKE_LABEL = f"{LABEL_PREFIX}.smoke"
 HOSTFILE = "/etc/mpi/hostfile"
 PROBE_PATH = "/opt/imagekit-smoke/probe.py"
-KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1; done"]
 
 
 class SmokeFailedError(ImagekitError):
@@ -221,7 +220,8 @@ def smoke(image: str, options: SmokeOptions, report: Reporter) -> SmokeResult:
         ]
         launcher = _start_launcher(engine, image, top, volumes, options, label)
         for box in [*workers, launcher]:
-            _copy_in(engine, box, options)
+            if not _exited(box):  # a worker whose sshd died is diagnosed below
+                _copy_in(engine, box, options)
         result.timings["containers up"] = time.monotonic() - started
         report(
             Message(

@@ -19,15 +19,14 @@ import testinfra
 
 from imagekit.checks.profiles import Profile
 from imagekit.checks.report import CheckReport, CheckResult
-from imagekit.engine import Engine, Message, Reporter
+from imagekit.engine import KEEPALIVE, Engine, Message, Reporter
 from imagekit.errors import ImagekitError
 from imagekit.layers import LayerFile, walk
 from imagekit.plan import LABEL_PREFIX, make_plan
 from imagekit.recipe import load_recipe
+from imagekit.secrets import KEYGEN, split_keygen_output, write_secret
 
 SUITE = Path(__file__).parent / "suite"
-KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1; done"]
-SECRET_FILES = ("id_rsa", "id_rsa.pub", "authorized_keys")
 
 
 @dataclass
@@ -149,22 +148,13 @@ def _initial_facts(box: Any) -> dict[str, str]:
 
 
 def mounted_keys(ctx: CheckContext, host: Any) -> Path:
-    """A fresh key pair laid out like a Kubernetes Secret (files 0600), made with the image's
-    own ssh-keygen so nothing is needed on the machine running the check."""
+    """A fresh key pair laid out like a Kubernetes Secret, made by the image's own ssh-keygen
+    in the running check container (no extra container, nothing needed on this machine)."""
     secret = ctx.workdir() / "secret"
-    if secret.exists():
-        return secret
-    secret.mkdir()
-    tmp = "/tmp/imagekit-secret-key"
-    host.run_test(f"rm -f {tmp} {tmp}.pub && ssh-keygen -q -t rsa -b 2048 -N '' -f {tmp}")
-    private = host.check_output(f"cat {tmp}")
-    public = host.check_output(f"cat {tmp}.pub")
-    host.run(f"rm -f {tmp} {tmp}.pub")
-    for name, text in zip(SECRET_FILES, (private, public, public), strict=True):
-        path = secret / name
-        path.write_text(text + "\n")
-        path.chmod(0o600)
-    secret.chmod(0o755)
+    if not secret.exists():
+        output = host.check_output(KEYGEN)
+        private, public = split_keygen_output(ctx.image, output)
+        write_secret(secret, private, public, world_writable=False)
     return secret
 
 
