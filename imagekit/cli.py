@@ -186,7 +186,13 @@ def _build_options(**kw) -> BuildOptions:
 )
 @click.option("--plain", is_flag=True, help="Plain build log instead of a progress display.")
 @click.option("--dry-run", is_flag=True, help="Render and print the plan; build nothing.")
-def build(recipe: Path, plain: bool, dry_run: bool, **kw) -> None:
+@click.option(
+    "--sbom",
+    "sbom_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write a CycloneDX SBOM of the built image to this file.",
+)
+def build(recipe: Path, plain: bool, dry_run: bool, sbom_path: Path | None, **kw) -> None:
     """Build RECIPE into an image on the Docker engine (DOCKER_HOST is honoured)."""
     options = _build_options(**kw)
     if dry_run:
@@ -203,6 +209,13 @@ def build(recipe: Path, plain: bool, dry_run: bool, **kw) -> None:
     for tag in result.tags:
         out.print(f"  tag   {tag}")
     out.print(f"  size  {result.size / 1e9:.2f} GB   time {result.seconds:.0f}s")
+    if sbom_path is not None:
+        from imagekit.engine import Engine
+        from imagekit.inventory import cyclonedx, inventory
+
+        body = cyclonedx(inventory(Engine.connect(), result.image_id, with_files=False))
+        sbom_path.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+        out.print(f"  sbom  {escape(str(sbom_path))} ({len(body['components'])} components)")
 
 
 @cli.command("check")
@@ -605,6 +618,77 @@ def publish(target, registry, tags, moving, require_check, check_report, force, 
         out.print(f"  {ref}")
     if record is not None:
         out.print(f"record written to {escape(str(record))}")
+
+
+@cli.command("diff")
+@click.argument("image_a")
+@click.argument("image_b")
+@click.option("--no-files", is_flag=True, help="Skip the file level (faster: no layer export).")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def diff_cmd(image_a, image_b, no_files, fmt):
+    """What differs between two images: config, packages (dpkg, pip) and files."""
+    from dataclasses import asdict
+
+    from imagekit.engine import Engine
+    from imagekit.inventory import diff, inventory
+
+    engine = Engine.connect()
+    a, b = (
+        inventory(engine, _resolve_target(x)[0], with_files=not no_files)
+        for x in (image_a, image_b)
+    )
+    result = diff(a, b)
+    if fmt == "json":
+        click.echo(
+            json.dumps({k: [asdict(c) for c in v] for k, v in result.sections().items()}, indent=2)
+        )
+        return
+    if result.same:
+        out.print(f"[green]no differences[/] between {escape(a.image)} and {escape(b.image)}")
+        return
+    for section, changes in result.sections().items():
+        out.print(f"[bold]{section}[/] ({len(changes)} changed)")
+        for change in changes[:200]:
+            out.print("  " + escape(_change_line(section, change)))
+        if len(changes) > 200:
+            out.print(f"  ... and {len(changes) - 200} more (--format json for all)")
+
+
+def _change_line(section: str, c) -> str:
+    def show(value):
+        if section == "files" and value is not None:
+            return f"{value[0]} bytes"
+        return json.dumps(value) if not isinstance(value, str) else value
+
+    if c.before is None:
+        return f"+ {c.key}: {show(c.after)}"
+    if c.after is None:
+        return f"- {c.key}: {show(c.before)}"
+    return f"~ {c.key}: {show(c.before)} -> {show(c.after)}"
+
+
+@cli.command()
+@click.argument("image")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write the SBOM here instead of standard output.",
+)
+def sbom(image, output):
+    """A CycloneDX SBOM (dpkg and pip packages with versions) of IMAGE or a RECIPE's image."""
+    from imagekit.engine import Engine
+    from imagekit.inventory import cyclonedx, inventory
+
+    body = cyclonedx(inventory(Engine.connect(), _resolve_target(image)[0], with_files=False))
+    text = json.dumps(body, indent=2) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        out.print(f"[green]wrote[/] {escape(str(output))} ({len(body['components'])} components)")
 
 
 def _print_plan(plan) -> None:

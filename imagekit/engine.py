@@ -304,7 +304,9 @@ class Engine:
             container.exec_run(["mkdir", "-p", directory or "/"])
             container.put_archive(directory or "/", buf.getvalue())
         except docker.errors.APIError as exc:
-            raise ImagekitError(f"cannot write {path} into {container.name}: {_reason(exc)}") from None
+            raise ImagekitError(
+                f"cannot write {path} into {container.name}: {_reason(exc)}"
+            ) from None
 
     @contextmanager
     def container(self, image: str, **kwargs: Any) -> Iterator[Any]:

@@ -190,3 +190,24 @@ def test_renders_pass_hadolint(path, tmp_path):
         text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_deepspeed_bump_changes_nothing_below_deepspeed(tmp_path):
+    """Layer content must not carry the recipe's name or hash: a variant that only bumps
+    DeepSpeed has to reuse every cached layer below the DeepSpeed stage."""
+    bump = tmp_path / "bump.yaml"
+    bump.write_text(
+        f"extends: {RECIPES / 'deepspeed-cpu.yaml'}\nname: renamed-bump\n"
+        'deepspeed: {version: "0.19.7"}\nimage: {name: other/name}\n'
+    )
+    a = render_context(plan_of(RECIPES / "deepspeed-cpu.yaml"))
+    b = render_context(plan_of(bump))
+    assert {k: v for k, v in a.files.items() if k != "Dockerfile"} == {
+        k: v for k, v in b.files.items() if k != "Dockerfile"
+    }
+
+    def below_deepspeed(ctx):
+        text = ctx.dockerfile[: ctx.dockerfile.index("FROM python AS pip-deepspeed")]
+        return [line for line in text.splitlines() if not line.startswith("#")]
+
+    assert below_deepspeed(a) == below_deepspeed(b)
