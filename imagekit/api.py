@@ -10,6 +10,7 @@ from pathlib import Path
 
 from imagekit import compat
 from imagekit.errors import RecipeError, StaleRenderError
+from imagekit.launch import LaunchLine, LaunchRequest, mpijob, recommend
 from imagekit.plan import Plan, make_plan
 from imagekit.recipe import LoadedRecipe, load_recipe
 from imagekit.render import (
@@ -87,3 +88,93 @@ def check_renders(paths: list[Path], renders_dir: Path = DEFAULT_RENDERS_DIR) ->
     if stale:
         raise StaleRenderError("\n".join(stale), hint="run `imagekit render` and commit the result")
     return checked
+
+
+# -- RECIPE|IMAGE targets and the commands built on them -------------------------------------
+
+
+def resolve_target(target: str) -> tuple[str, Path | None]:
+    """RECIPE|IMAGE arguments: a .yaml path means that recipe's own image."""
+    if not target.endswith((".yaml", ".yml")):
+        return target, None
+    return make_plan(load_recipe(Path(target))).image, Path(target)
+
+
+def recipe_plan(recipe: Path | None) -> Plan | None:
+    return make_plan(load_recipe(recipe)) if recipe is not None else None
+
+
+def mpirun_line(request_kw: dict, recipe: Path | None, profile: str) -> LaunchLine:
+    """The recommended launch line; MCA parameters the recipe bakes in are left out, and a
+    profile whose sshd is not on port 22 gets the rsh agent pointed at its port."""
+    from imagekit.checks.profiles import load_profile
+
+    plan = recipe_plan(recipe)
+    if plan is not None:
+        request_kw.setdefault("baked_mca", {k: v for k, v, _ in plan.mca})
+        if request_kw.get("gpu") is None:
+            request_kw["gpu"] = plan.accel == "gpu"
+    request_kw["gpu"] = bool(request_kw.get("gpu"))
+    request_kw["ssh_port"] = load_profile(profile).port
+    return recommend(LaunchRequest(**request_kw))
+
+
+def mpijob_manifest(
+    target: str,
+    name: str,
+    workers: int,
+    slots: int,
+    command: tuple[str, ...],
+    gpus_per_worker: int,
+    shm_size: str,
+) -> dict:
+    image, recipe = resolve_target(target)
+    line = mpirun_line(
+        {
+            "workers": workers,
+            "slots": slots,
+            "command": command,
+            "gpu": True if gpus_per_worker else None,
+        },
+        recipe,
+        "seed",
+    )
+    return mpijob(name, image, workers, slots, line.argv, gpus_per_worker, shm_size)
+
+
+def publish_target(target: str) -> tuple[str, tuple[str, ...]]:
+    """The image to publish and the recipe's moving tags (none for a plain image)."""
+    image, recipe = resolve_target(target)
+    plan = recipe_plan(recipe)
+    moving = tuple(t.rsplit(":", 1)[1] for t in plan.moving_tags) if plan else ()
+    return image, moving
+
+
+def sbom(image: str) -> dict:
+    from imagekit.engine import Engine
+    from imagekit.inventory import cyclonedx, inventory
+
+    return cyclonedx(inventory(Engine.connect(), resolve_target(image)[0], with_files=False))
+
+
+def write_json(body: dict, path: Path) -> Path:
+    import json
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(body, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def diff_images(a: str, b: str, with_files: bool):
+    from imagekit.engine import Engine
+    from imagekit.inventory import diff, inventory
+
+    engine = Engine.connect()
+    first, second = (inventory(engine, resolve_target(x)[0], with_files) for x in (a, b))
+    return diff(first, second)

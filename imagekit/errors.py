@@ -71,3 +71,10 @@ class BootstrapError(ImagekitError):
     """A local base image could not be bootstrapped."""
 
     exit_code = 8
+
+
+class LintFailedError(ImagekitError):
+    """`imagekit lint-cmd` found an error-level problem in a launch line."""
+
+    exit_code = 10
+    debug_tip = False

@@ -37,6 +37,7 @@ class LaunchRequest:
     timeout: int = 3600
     baked_mca: dict[str, str] = field(default_factory=dict)  # already in openmpi-mca-params.conf
     workdir: str | None = None
+    ssh_port: int = 22  # workers' sshd port; mpirun's ssh is pointed at it when not 22
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,8 @@ def recommend(req: LaunchRequest) -> LaunchLine:
     ]  # L7
     notes = []
     mca = list(PRODUCTION_MCA)
+    if req.ssh_port != 22:  # workers' sshd listens elsewhere (e.g. mpi-operator's 2222)
+        mca.append(("plm_rsh_args", f"-p {req.ssh_port}"))
     if req.debug:  # L9: the debugging set
         mca.append(("orte_base_help_aggregate", "0"))
         argv += ["-v", "--display-map", "--report-bindings"]

@@ -1,0 +1,121 @@
+"""How results look on a terminal: rich renderables and markup lines built from result data.
+Nothing here prints; cli.py (the only module that prints) hands these to its consoles."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+STATUS_STYLE = {
+    "pass": "green",
+    "warn": "yellow",
+    "info": "cyan",
+    "skip": "dim",
+    "fail": "bold red",
+}
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def verdict(passed: bool) -> str:
+    return "[green]PASSED[/]" if passed else "[bold red]FAILED[/]"
+
+
+def plan_lines(plan) -> list[str]:
+    base = f"  base   {plan.base_image}" + (" (bootstrapped locally)" if plan.bootstrap else "")
+    lines = [f"[bold]plan[/] {plan.name}: {', '.join(plan.tags)}", escape(base)]
+    lines += [f"  {key:<10} {escape(value)}" for key, value in plan.expected.items()]
+    lines.append(f"  stages {', '.join('pip-' + s.stage for s in plan.pip_steps)}")
+    return lines
+
+
+def build_lines(result) -> list[str]:
+    lines = [f"[green]built[/] {result.image_id}"]
+    lines += [f"  tag   {escape(tag)}" for tag in result.tags]
+    lines.append(f"  size  {result.size / 1e9:.2f} GB   time {result.seconds:.0f}s")
+    return lines
+
+
+def check_table(report) -> tuple[Table, str]:
+    table = Table(
+        title=f"imagekit check {escape(report.image)} (profile {report.profile})",
+        title_justify="left",
+    )
+    for column in ("check", "req", "status", "evidence / fix"):
+        table.add_column(column, overflow="fold")
+    for r in report.results:
+        detail = escape(r.evidence)
+        if r.fix:
+            detail += f"\n[bold]fix:[/] {escape(r.fix)}"
+        table.add_row(
+            r.id, r.requirement, f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]", detail
+        )
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(report.counts().items()))
+    summary = (
+        f"{verdict(report.passed)} {counts} in {report.seconds:.1f}s "
+        f"(expected versions: {escape(report.expected_source or 'none declared')})"
+    )
+    return table, summary
+
+
+def smoke_table(result) -> tuple[Table | None, list[str]]:
+    top = result.topology
+    table = None
+    if result.ranks:
+        table = Table(title=f"ranks (hosts are {top.job}-...)", title_justify="left")
+        for column in ("rank", "host", "local rank", "world size", "allreduce", "expected host"):
+            table.add_column(column)
+        for r in result.ranks:
+            want = top.expected_host(r.rank)
+            style = "green" if r.host == want else "red"
+            table.add_row(
+                str(r.rank),
+                f"[{style}]{escape(r.host.removeprefix(top.job + '-'))}[/]",
+                str(r.local_rank),
+                str(r.size),
+                str(r.allreduce),
+                want.removeprefix(top.job + "-"),
+            )
+    timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
+    lines = [f"{verdict(result.passed)} {len(top.workers)} workers x {top.slots} slots; {timings}"]
+    lines += [f"  [red]-[/] {escape(problem)}" for problem in result.problems]
+    return table, lines
+
+
+def lint_lines(findings) -> list[str]:
+    if not findings:
+        return ["[green]ok[/] no problems found"]
+    lines = []
+    for f in findings:
+        lines.append(
+            f"[{SEVERITY_STYLE[f.severity]}]{f.severity:<7}[/] {f.lid:<4} {escape(f.message)}"
+        )
+        lines.append(f"             fix: {escape(f.fix)}")
+    return lines
+
+
+def diff_lines(result, limit: int = 200) -> list[str]:
+    if result.same:
+        return [f"[green]no differences[/] between {escape(result.a)} and {escape(result.b)}"]
+    lines = []
+    for section, changes in result.sections().items():
+        lines.append(f"[bold]{section}[/] ({len(changes)} changed)")
+        lines += ["  " + escape(change_line(section, c)) for c in changes[:limit]]
+        if len(changes) > limit:
+            lines.append(f"  ... and {len(changes) - limit} more (--format json for all)")
+    return lines
+
+
+def change_line(section: str, change) -> str:
+    def show(value: Any) -> str:
+        if section == "files" and value is not None:
+            return f"{value[0]} bytes"
+        return value if isinstance(value, str) else json.dumps(value)
+
+    if change.before is None:
+        return f"+ {change.key}: {show(change.after)}"
+    if change.after is None:
+        return f"- {change.key}: {show(change.before)}"
+    return f"~ {change.key}: {show(change.before)} -> {show(change.after)}"
