@@ -68,6 +68,11 @@ def render_context(plan: Plan, options: ContextOptions | None = None) -> Context
         "stage_root": STAGE_ROOT,
         "stage_names": [step.stage for step in plan.pip_steps],
         "openmpi_build_packages": " ".join(OPENMPI_BUILD_PACKAGES),
+        "compile_bytecode": (
+            "import compileall, py_compile; compileall.compile_dir("
+            f"'{STAGE_ROOT}', quiet=2, workers=0, stripdir='{STAGE_ROOT}', prependdir='/', "
+            "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)"
+        ),
         "session_env": session_env_names(plan),
         # apt's caches are rebuilt by every `apt-get update`: removing them in the same layer
         # keeps each apt layer from shipping ~80 MB the next one replaces (dive counts it).
