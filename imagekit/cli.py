@@ -441,7 +441,8 @@ def publish(target, moving, require_check, **kw):
 )
 def diff_cmd(image_a, image_b, no_files, fmt):
     """What differs between two images: config, packages (dpkg, pip) and files."""
-    result = api.diff_images(image_a, image_b, with_files=not no_files)
+    with err.status(f"reading {escape(image_a)} and {escape(image_b)}"):
+        result = api.diff_images(image_a, image_b, with_files=not no_files)
     if fmt == "json":
         sections = {k: [asdict(c) for c in v] for k, v in result.sections().items()}
         click.echo(json.dumps(sections, indent=2))
