@@ -33,7 +33,7 @@ def main() -> None:
             f"image: {{name: bench/deepspeed-bump}}\n"
         )
         _, bump_s, bump_log = timed_build(bumped)
-    misses = bump_log.misses_before("COPY --from=pip-deepspeed")
+    misses = bump_log.misses_before("FROM python AS pip-deepspeed")
     info = Engine.connect().inspect_image(cold.image_id)
     efficiency, wasted = dive(cold.image_id)
     table(
