@@ -118,16 +118,16 @@ class Engine:
         return self.api.history(ref)
 
     @contextmanager
-    def saved_image(self, ref: str) -> Iterator[io.RawIOBase]:
+    def saved_image(self, ref: str) -> Iterator[io.BufferedReader]:
         """`docker save` as a readable stream, never written to disk."""
         self.inspect_image(ref)
-        response = self.api._get(self.api._url("/images/{0}/get", ref), stream=True)
-        self.api._raise_for_status(response)
+        chunks = self.api.get_image(ref, chunk_size=1 << 20)
         try:
-            response.raw.decode_content = True
-            yield response.raw
+            yield io.BufferedReader(ChunkStream(chunks), buffer_size=1 << 20)
         finally:
-            response.close()
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
 
     def save_image(self, ref: str, target: Path) -> Path:
         """`docker save` to a file (layers are walked from it without loading them whole)."""
@@ -324,6 +324,28 @@ class Engine:
                 container.remove(force=True)
             except docker.errors.APIError:
                 pass
+
+
+class ChunkStream(io.RawIOBase):
+    """A read-only file over an iterator of byte chunks (docker-py's streamed responses)."""
+
+    def __init__(self, chunks: Iterator[bytes]):
+        self._chunks = iter(chunks)
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            try:
+                self._pending = next(self._chunks)
+            except StopIteration:
+                return 0
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
 
 
 def split_ref(ref: str) -> tuple[str, str]:

@@ -100,3 +100,13 @@ def test_report_formats_and_verdict(tmp_path):
     target = write_report(_report("pass"), tmp_path / "r" / "out.json", "json")
     assert json.loads(target.read_text())["passed"] is True
     assert [p.name for p in target.parent.iterdir()] == ["out.json"]
+
+
+def test_chunk_stream_reads_like_a_file(tmp_path):
+    from imagekit.engine import ChunkStream
+
+    archive = _archive(tmp_path / "img.tar", [{"a": b"x" * 5000, "b": b"y"}])
+    data = archive.read_bytes()
+    chunks = (data[i : i + 777] for i in range(0, len(data), 777))
+    files = walk(io.BufferedReader(ChunkStream(chunks)))
+    assert {f.path: f.size for f in files} == {"a": 5000, "b": 1}
