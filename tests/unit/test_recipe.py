@@ -249,16 +249,11 @@ def test_all_problems_reported_at_once(tmp_path):
     assert len(problems) == 3, problems
 
 
-def test_removed_nvidia_cuda_tag_suggests_kept_one():
+def test_removed_nvidia_cuda_tag_suggests_kept_one(tmp_path):
     data = yaml.safe_load((RECIPES / "deepspeed-cu122.yaml").read_text())
     data["base"]["image"] = "nvidia/cuda:12.2.0-cudnn8-devel-ubuntu22.04"
     data["cuda"]["version"] = "12.2.0"
-    path = RECIPES.parent / "tests" / "unit" / "recipes" / "_tmp_removed_tag.yaml"
-    path.write_text(yaml.safe_dump(data))
-    try:
-        problems = problems_of(path)
-    finally:
-        path.unlink()
+    problems = problems_of(write(tmp_path, data))
     assert any("is no longer published (did you mean 12.2.2?)" in p for p in problems), problems
 
 
