@@ -10,6 +10,7 @@ from pathlib import Path
 
 from imagekit import compat
 from imagekit.errors import RecipeError, StaleRenderError
+from imagekit.files import write_json_atomic
 from imagekit.launch import LaunchLine, LaunchRequest, mpijob, recommend
 from imagekit.plan import Plan, make_plan
 from imagekit.recipe import LoadedRecipe, load_recipe
@@ -158,17 +159,7 @@ def sbom(image: str) -> dict:
 
 
 def write_json(body: dict, path: Path) -> Path:
-    import json
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(body, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
-    return path
+    return write_json_atomic(path, body)
 
 
 def diff_images(a: str, b: str, with_files: bool):

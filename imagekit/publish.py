@@ -9,16 +9,14 @@ is written only after every blob is in, so an interrupted push never moves a tag
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from imagekit.engine import Engine, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
+from imagekit.files import write_json_atomic
 from imagekit.plan import LABEL_PREFIX
 from imagekit.registry import RegistryClient, RegistryError
 
@@ -198,14 +196,4 @@ def _classify(exc: RegistryError, ref: str) -> PublishError:
 
 
 def write_record(record: PublishRecord, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(asdict(record), fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
-    return path
-
-
-def record_dict(record: PublishRecord) -> dict[str, Any]:
-    return asdict(record)
+    return write_json_atomic(path, asdict(record))

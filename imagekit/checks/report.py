@@ -4,11 +4,11 @@ JSON (versioned), JUnit XML or Markdown files written atomically."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree as ET
+
+from imagekit.files import write_text_atomic
 
 REPORT_SCHEMA = "imagekit.check-report/v1"
 FAILING = {"fail"}
@@ -106,11 +106,4 @@ FORMATS = {"json": to_json, "junit": to_junit, "markdown": to_markdown}
 
 
 def write_report(report: CheckReport, path: Path, fmt: str) -> Path:
-    """Atomic: a reader never sees half a report."""
-    text = FORMATS[fmt](report)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, FORMATS[fmt](report))
