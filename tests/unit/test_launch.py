@@ -3,13 +3,13 @@ platform guide's own good and bad examples among them), and MPIJob manifests."""
 
 from __future__ import annotations
 
+import io
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
 
+from imagekit.cli import main
 from imagekit.errors import UsageError
 from imagekit.launch import LaunchRequest, LintContext, lint, mpijob, parse, recommend
 
@@ -274,35 +274,64 @@ def test_structure_check_rejects_misplaced_fields():
         check_structure(job, MPIJOB_V2BETA1)
 
 
-def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "imagekit", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        cwd=ROOT,
+def cli(capsys, monkeypatch, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    """The CLI in-process (a subprocess per call would cost a second of imports each)."""
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return info.value.code, captured.out, captured.err
+
+
+def test_cli_lint_exit_codes_and_json(capsys, monkeypatch, tmp_path):
+    code, out, _ = cli(
+        capsys, monkeypatch, "lint-cmd", "mpirun -np 8 deepspeed train.py", "--format", "json"
     )
-
-
-def test_cli_lint_exit_codes_and_json(tmp_path):
-    bad = cli("lint-cmd", "mpirun -np 8 deepspeed train.py", "--format", "json")
-    assert bad.returncode == 10
-    body = json.loads(bad.stdout)
+    assert code == 10
+    body = json.loads(out)
     assert body["ok"] is False and body["findings"][0]["lid"] == "L12"
     script = tmp_path / "launch.sh"
     script.write_text(SEED_BASIC_MPI)
-    assert cli("lint-cmd", "--file", str(script)).returncode == 0
-    assert cli("lint-cmd", "--file", "-", stdin="mpirun -np 8 run.sh").returncode == 10
+    assert cli(capsys, monkeypatch, "lint-cmd", "--file", str(script))[0] == 0
+    assert cli(capsys, monkeypatch, "lint-cmd", "--file", "-", stdin="mpirun -np 8 run.sh")[0] == 10
 
 
-def test_cli_mpirun_formats_and_mpijob():
-    shell = cli("mpirun", "--workers", "2", "--slots", "2", "--cpu", "--", "python3", "probe.py")
-    assert shell.returncode == 0 and shell.stdout.startswith("mpirun -np 4 -npernode 2")
-    as_json = cli(
-        "mpirun", "--workers", "2", "--slots", "2", "--format", "json", "--", "python3", "t.py"
+def test_cli_mpirun_formats_and_mpijob(capsys, monkeypatch):
+    code, out, _ = cli(
+        capsys,
+        monkeypatch,
+        "mpirun",
+        "--workers",
+        "2",
+        "--slots",
+        "2",
+        "--cpu",
+        "--",
+        "python3",
+        "probe.py",
     )
-    assert json.loads(as_json.stdout)[-2:] == ["python3", "t.py"]
-    baked = cli(
+    assert code == 0 and out.startswith("mpirun -np 4 -npernode 2")
+    _, out, _ = cli(
+        capsys,
+        monkeypatch,
+        "mpirun",
+        "--workers",
+        "2",
+        "--slots",
+        "2",
+        "--format",
+        "json",
+        "--",
+        "python3",
+        "t.py",
+    )
+    assert json.loads(out)[-2:] == ["python3", "t.py"]
+    _, out, err = cli(
+        capsys,
+        monkeypatch,
         "mpirun",
         "--workers",
         "1",
@@ -314,8 +343,10 @@ def test_cli_mpirun_formats_and_mpijob():
         "python3",
         "t.py",
     )
-    assert "-mca pml" not in baked.stdout and "already in the image" in baked.stderr
-    manifest = cli(
+    assert "-mca pml" not in out and "already in the image" in err
+    _, out, _ = cli(
+        capsys,
+        monkeypatch,
         "mpijob",
         "recipes/deepspeed-cpu.yaml",
         "--name",
@@ -328,9 +359,7 @@ def test_cli_mpirun_formats_and_mpijob():
         "python3",
         "t.py",
     )
-    job = yaml.safe_load(manifest.stdout)
+    job = yaml.safe_load(out)
     check_structure(job, MPIJOB_V2BETA1)
-    assert (
-        job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["image"]
-        == "deepspeed-training:23.08-cpu-py311-debian12"
-    )
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert launcher["image"] == "deepspeed-training:23.08-cpu-py311-debian12"
