@@ -129,14 +129,6 @@ class Engine:
             if close is not None:
                 close()
 
-    def save_image(self, ref: str, target: Path) -> Path:
-        """`docker save` to a file (layers are walked from it without loading them whole)."""
-        self.inspect_image(ref)
-        with open(target, "wb") as fh:
-            for chunk in self.api.get_image(ref, chunk_size=1 << 20):
-                fh.write(chunk)
-        return target
-
     # -- builds -------------------------------------------------------------------------
 
     def build(

@@ -133,25 +133,8 @@ def diff(a: Inventory, b: Inventory) -> Diff:
 def cyclonedx(inv: Inventory) -> dict[str, Any]:
     """A CycloneDX 1.5 JSON SBOM: every dpkg and pip package with its version and purl."""
     distro = "debian" if "base-files" in inv.dpkg else "deb"
-    components = [
-        {
-            "type": "library",
-            "name": name,
-            "version": version,
-            "purl": f"pkg:deb/{distro}/{name}@{version}",
-            "properties": [{"name": "imagekit:source", "value": "dpkg"}],
-        }
-        for name, version in sorted(inv.dpkg.items())
-    ] + [
-        {
-            "type": "library",
-            "name": name,
-            "version": version,
-            "purl": f"pkg:pypi/{name}@{version}",
-            "properties": [{"name": "imagekit:source", "value": "pip"}],
-        }
-        for name, version in sorted(inv.pip.items())
-    ]
+    components = [_component(f"deb/{distro}", "dpkg", n, v) for n, v in sorted(inv.dpkg.items())]
+    components += [_component("pypi", "pip", n, v) for n, v in sorted(inv.pip.items())]
     return {
         "bomFormat": "CycloneDX",
         "specVersion": "1.5",
@@ -163,4 +146,14 @@ def cyclonedx(inv: Inventory) -> dict[str, Any]:
             "component": {"type": "container", "name": inv.image, "version": inv.image_id},
         },
         "components": components,
+    }
+
+
+def _component(purl_type: str, source: str, name: str, version: str) -> dict[str, Any]:
+    return {
+        "type": "library",
+        "name": name,
+        "version": version,
+        "purl": f"pkg:{purl_type}/{name}@{version}",
+        "properties": [{"name": "imagekit:source", "value": source}],
     }

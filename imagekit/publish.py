@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from imagekit.engine import Engine, Message, Reporter
+from imagekit.engine import Engine, Message, Reporter, split_ref
 from imagekit.errors import ImagekitError, UsageError
 from imagekit.files import write_json_atomic
 from imagekit.plan import LABEL_PREFIX
@@ -72,13 +72,6 @@ class PublishRecord:
     references: list[str] = field(default_factory=list)
 
 
-def split_image(image: str) -> tuple[str, str]:
-    name, sep, tag = image.rpartition(":")
-    if not sep or "/" in tag:
-        return image, "latest"
-    return name, tag
-
-
 def check_report_verdict(report: Path | None, image_id: str, required: bool) -> bool | None:
     if report is None:
         if required:
@@ -113,7 +106,7 @@ def publish(image: str, options: PublishOptions, report: Reporter) -> PublishRec
     info = engine.inspect_image(image)
     labels = info["Config"].get("Labels") or {}
     passed = check_report_verdict(options.check_report, info["Id"], options.require_check)
-    name, own_tag = split_image(image)
+    name, own_tag = split_ref(image)
     repository = f"{registry}/{name.rsplit('/', 1)[-1]}"
     version_tags = list(options.tags or (own_tag,))
     client = RegistryClient.for_repository(repository)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import shlex
 import shutil
 import tempfile
 import time
@@ -171,11 +170,6 @@ def start_mounted(ctx: CheckContext, secret: Path):
 
 def testinfra_host(container_id: str) -> Any:
     return testinfra.get_host(f"docker://root@{container_id}")
-
-
-def sh(command: str) -> str:
-    """Quote for `sh -c` (testinfra runs through /bin/sh)."""
-    return shlex.quote(command)
 
 
 # ---------------------------------------------------------------------------------------
