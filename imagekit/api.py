@@ -12,6 +12,7 @@ from imagekit import compat
 from imagekit.errors import RecipeError, StaleRenderError
 from imagekit.files import write_json_atomic
 from imagekit.launch import LaunchLine, LaunchRequest, mpijob, recommend
+from imagekit.lock import locked_plan
 from imagekit.plan import Plan, make_plan
 from imagekit.recipe import LoadedRecipe, load_recipe
 from imagekit.render import (
@@ -43,7 +44,10 @@ def validate(paths: list[Path]) -> list[Validated]:
             problems.extend(exc.problems)
             continue
         warnings = [f"{path}: {w}" for w in compat.warnings(loaded.recipe)]
-        results.append(Validated(loaded, make_plan(loaded), warnings))
+        plan, lock = locked_plan(loaded)
+        if lock.stale:
+            warnings.append(f"{lock.path}: stale (the recipe changed); run `imagekit lock {path}`")
+        results.append(Validated(loaded, plan, warnings))
     if problems:
         raise RecipeError(problems)
     return results
@@ -60,8 +64,7 @@ def recipe_paths(paths: list[Path], recipes_dir: Path = DEFAULT_RECIPES_DIR) -> 
 
 
 def plan_context(path: Path, options: ContextOptions | None = None) -> tuple[Plan, Context]:
-    loaded = load_recipe(path)
-    plan = make_plan(loaded)
+    plan, _ = locked_plan(load_recipe(path))
     return plan, render_context(plan, options)
 
 

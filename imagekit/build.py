@@ -18,8 +18,10 @@ from pathlib import Path
 
 from imagekit.base import ensure_base
 from imagekit.engine import Engine, Message, Reporter
-from imagekit.errors import UsageError
-from imagekit.plan import Plan, make_plan
+from imagekit.errors import BuildError, UsageError
+from imagekit.lock import LockError, LockState, locked_plan
+from imagekit.normalize import Normalized, normalize_image
+from imagekit.plan import Plan
 from imagekit.recipe import load_recipe
 from imagekit.render import ContextOptions, render_context, write_context
 
@@ -42,6 +44,8 @@ class BuildOptions:
     extra_index_urls: tuple[str, ...] = ()
     apt_mirror: str | None = None
     source_date_epoch: int | None = None
+    locked: bool = False  # fail unless the recipe's lock exists and is fresh
+    ssh_keys: Path | None = None  # baked keys from this directory instead of ssh-keygen
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class BuildResult:
     size: int
     seconds: float
     plan: Plan
+    normalized: Normalized | None = None
 
 
 def check_options(options: BuildOptions) -> None:
@@ -73,13 +78,46 @@ def check_options(options: BuildOptions) -> None:
             raise UsageError(f"--tag {tag!r}: not a valid image reference ([host/]name[:tag])")
 
 
-def context_options(options: BuildOptions) -> ContextOptions:
+def context_options(options: BuildOptions, plan: Plan | None = None) -> ContextOptions:
     return ContextOptions(
         index_url=options.index_url,
         extra_index_urls=options.extra_index_urls,
         wheelhouse=options.wheelhouse,
         ca_bundle=options.ca_bundle,
+        ssh_keys=read_ssh_keys(options.ssh_keys, plan) if plan and options.ssh_keys else None,
     )
+
+
+HOST_KEY_TYPES = ("rsa", "ecdsa", "ed25519")
+USER_KEY_FILES = ("id_rsa", "id_rsa.pub")
+
+
+def read_ssh_keys(directory: Path, plan: Plan) -> dict[str, str]:
+    """`--ssh-keys DIR`: host/ssh_host_<type>_key[.pub] when the recipe bakes host keys,
+    user/id_rsa[.pub] when it bakes the root key pair. Laid out for the build context."""
+    wanted = []
+    if plan.host_keys == "build":
+        for kind in HOST_KEY_TYPES:
+            wanted += [f"host/ssh_host_{kind}_key", f"host/ssh_host_{kind}_key.pub"]
+    if plan.user_keys == "image":
+        wanted += [f"user/{name}" for name in USER_KEY_FILES]
+    if not wanted:
+        raise UsageError(
+            f"--ssh-keys {directory}: recipe {plan.name} bakes no keys "
+            "(ssh.host_keys is not build and ssh.user_keys is not image)"
+        )
+    keys = {}
+    for rel in wanted:
+        path = directory / rel
+        if not path.is_file():
+            raise UsageError(f"--ssh-keys {directory}: missing {rel}")
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if rel.endswith(".pub") != text.startswith(("ssh-", "ecdsa-")):
+            raise UsageError(f"--ssh-keys {directory}: {rel} is not an OpenSSH key file")
+        keys[rel] = text
+    if "user/id_rsa.pub" in keys:
+        keys["user/authorized_keys"] = keys["user/id_rsa.pub"]
+    return keys
 
 
 def build_labels(plan: Plan, recipe_path: Path, epoch: int | None) -> dict[str, str]:
@@ -120,44 +158,103 @@ def _git_labels(recipe_path: Path) -> dict[str, str]:
 
 def dry_run(recipe_path: Path, options: BuildOptions) -> tuple[Plan, str]:
     check_options(options)
-    plan = make_plan(load_recipe(recipe_path))
-    return plan, render_context(plan, context_options(options)).dockerfile
+    plan, _ = locked_plan(load_recipe(recipe_path), options.locked)
+    return plan, render_context(plan, context_options(options, plan)).dockerfile
 
 
 def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildResult:
     check_options(options)
-    plan = make_plan(load_recipe(recipe_path))
+    plan, lock = locked_plan(load_recipe(recipe_path), options.locked)
+    report(Message(_lock_line(lock)))
     engine = Engine.connect()
     started = time.monotonic()
     if plan.bootstrap is not None:
         ensure_base(plan.bootstrap, engine, report)
+    if plan.locked:
+        _check_base(plan, lock, engine, options, report)
     build_args = dict(options.build_args)
     if options.apt_mirror:
         build_args["APT_MIRROR"] = options.apt_mirror
     workdir = Path(tempfile.mkdtemp(prefix=f"imagekit-{plan.name}-"))
     try:
         context_dir = write_context(
-            render_context(plan, context_options(options)), workdir / "context"
+            render_context(plan, context_options(options, plan)), workdir / "context"
         )
-        outcome = engine.build(
-            context_dir,
-            report=report,
-            no_cache=options.no_cache,
-            pull=options.pull and plan.bootstrap is None,
-            build_args=build_args,
-            labels=build_labels(plan, recipe_path, options.source_date_epoch),
-        )
+        try:
+            outcome = engine.build(
+                context_dir,
+                report=report,
+                no_cache=options.no_cache,
+                pull=options.pull and plan.bootstrap is None,
+                build_args=build_args,
+                labels=build_labels(plan, recipe_path, options.source_date_epoch),
+            )
+        except BuildError as exc:
+            raise _vanished_pins(exc, lock, recipe_path) or exc from None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    image_id = outcome.image_id
+    normalized = None
+    if options.source_date_epoch is not None:
+        normalized = normalize_image(engine, image_id, options.source_date_epoch, report)
+        image_id = normalized.image_id
     tags = plan.tags + tuple(options.tags)
     for tag in tags:
-        engine.tag(outcome.image_id, tag)
+        engine.tag(image_id, tag)
         report(Message(f"tagged {tag}"))
-    info = engine.inspect_image(outcome.image_id)
+    info = engine.inspect_image(image_id)
     return BuildResult(
         image_id=info["Id"],
         tags=tags,
         size=int(info.get("Size", 0)),
         seconds=time.monotonic() - started,
         plan=plan,
+        normalized=normalized,
+    )
+
+
+def _lock_line(lock: LockState) -> str:
+    if lock.usable:
+        apt = sum(len(v) for v in lock.lock.apt.values())
+        pip = sum(len(v) for v in lock.lock.pip.values())
+        return f"lock {lock.path}: {apt} apt and {pip} pip packages pinned"
+    if lock.stale:
+        return (
+            f"warning: {lock.path} is stale (the recipe changed what it installs); "
+            "building unpinned; run `imagekit lock` to refresh it"
+        )
+    return f"no lock file ({lock.path}): apt and pip versions float; `imagekit lock` pins them"
+
+
+def _check_base(
+    plan: Plan, lock: LockState, engine: Engine, options: BuildOptions, report: Reporter
+) -> None:
+    """The base must be what the lock saw: a re-bootstrap from a mirror that moved on, or a
+    tag that moved, would change every layer."""
+    from imagekit.locking import base_content_digest
+
+    have, want = base_content_digest(plan, engine), lock.lock.base.content_digest
+    if have == want:
+        return
+    message = (
+        f"{lock.path}: base {plan.base_image} is {have[:19]}, the lock has {want[:19]} "
+        "(the mirror or the tag moved on since the lock was written)"
+    )
+    if options.locked:
+        raise LockError(message + "; run `imagekit lock --upgrade`")
+    report(Message("warning: " + message))
+
+
+def _vanished_pins(exc: BuildError, lock: LockState, recipe_path: Path) -> LockError | None:
+    """apt's marker line (templates/apt-install.sh) -> one line naming the packages."""
+    text = f"{exc.message}\n{exc.hint or ''}"
+    match = re.search(r"imagekit-apt-missing: (.+)", text)
+    if match is None:
+        return None
+    pins = match[1].split()
+    return LockError(
+        f"{lock.path}: apt package{'s' if len(pins) > 1 else ''} {', '.join(pins)} pinned by "
+        "the lock no longer available from the apt sources; run "
+        f"`imagekit lock --upgrade {recipe_path}`, or point --apt-mirror at a snapshot "
+        "that still has them"
     )

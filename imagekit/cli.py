@@ -114,6 +114,38 @@ def _key_value(ctx, param, values: tuple[str, ...]) -> dict[str, str]:
     return pairs
 
 
+def build_inputs(command):
+    """Where packages come from during a build or a lock's resolution; never in the image."""
+    for option in reversed(_BUILD_INPUT_OPTIONS):
+        command = option(command)
+    return command
+
+
+_BUILD_INPUT_OPTIONS = [
+    click.option(
+        "--ca-bundle",
+        type=FileOut,
+        envvar="IMAGEKIT_CA_BUNDLE",
+        help="PEM CA bundle trusted by pip and curl during the build only; never in the image.",
+    ),
+    click.option(
+        "--wheelhouse",
+        type=click.Path(path_type=Path, file_okay=False),
+        envvar="IMAGEKIT_WHEELHOUSE",
+        help="Directory of wheels pip may install from (stands in for the torch index).",
+    ),
+    click.option("--index-url", envvar="IMAGEKIT_INDEX_URL", help="pip index (a PyPI mirror)."),
+    click.option(
+        "--extra-index-url", "extra_index_urls", multiple=True, help="Extra pip index (repeatable)."
+    ),
+    click.option(
+        "--apt-mirror",
+        envvar="IMAGEKIT_APT_MIRROR",
+        help="Debian/Ubuntu mirror URL replacing deb.debian.org / archive.ubuntu.com.",
+    ),
+]
+
+
 @cli.command()
 @click.argument("recipe", type=RecipeArg)
 @click.option(
@@ -138,32 +170,23 @@ def _key_value(ctx, param, values: tuple[str, ...]) -> dict[str, str]:
     metavar="KEY=VALUE",
     help="Docker build argument (repeatable).",
 )
-@click.option(
-    "--ca-bundle",
-    type=FileOut,
-    envvar="IMAGEKIT_CA_BUNDLE",
-    help="PEM CA bundle trusted by pip and curl during the build only; never in the image.",
-)
-@click.option(
-    "--wheelhouse",
-    type=click.Path(path_type=Path, file_okay=False),
-    envvar="IMAGEKIT_WHEELHOUSE",
-    help="Directory of wheels pip may install from (stands in for the torch index).",
-)
-@click.option("--index-url", envvar="IMAGEKIT_INDEX_URL", help="pip index (a PyPI mirror).")
-@click.option(
-    "--extra-index-url", "extra_index_urls", multiple=True, help="Extra pip index (repeatable)."
-)
-@click.option(
-    "--apt-mirror",
-    envvar="IMAGEKIT_APT_MIRROR",
-    help="Debian/Ubuntu mirror URL replacing deb.debian.org / archive.ubuntu.com.",
-)
+@build_inputs
 @click.option(
     "--source-date-epoch",
     type=int,
     envvar="SOURCE_DATE_EPOCH",
-    help="Timestamp for the created label (reproducible builds).",
+    help="Reproducible build: clamp file times to this epoch and normalize the image config.",
+)
+@click.option(
+    "--locked",
+    is_flag=True,
+    help="Fail unless RECIPE's lock file (RECIPE.lock) exists and is up to date.",
+)
+@click.option(
+    "--ssh-keys",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="IMAGEKIT_SSH_KEYS",
+    help="Bake these keys (host/ssh_host_*_key, user/id_rsa) instead of generating new ones.",
 )
 @click.option("--plain", is_flag=True, help="Plain build log instead of a progress display.")
 @click.option("--dry-run", is_flag=True, help="Render and print the plan; build nothing.")
@@ -193,6 +216,24 @@ def build(recipe: Path, plain: bool, dry_run: bool, sbom_path: Path | None, **kw
         body = api.sbom(result.image_id)
         api.write_json(body, sbom_path)
         out.print(f"  sbom  {escape(str(sbom_path))} ({len(body['components'])} components)")
+
+
+@cli.command()
+@click.argument("recipe", type=RecipeArg)
+@click.option("--upgrade", is_flag=True, help="Re-resolve everything, even when the lock is fresh.")
+@build_inputs
+@click.option("--plain", is_flag=True, help="Plain log instead of a progress display.")
+def lock(recipe: Path, upgrade: bool, plain: bool, **kw) -> None:
+    """Pin RECIPE's base, apt and pip packages (with sha256) in RECIPE.lock."""
+    from imagekit import build as builder
+    from imagekit.locking import lock_recipe
+
+    reporter = reporter_for(err, plain)
+    try:
+        result = lock_recipe(recipe, builder.BuildOptions(**kw), reporter, upgrade=upgrade)
+    finally:
+        reporter.close()
+    echo_lines(display.lock_lines(result))
 
 
 # -- check and smoke ------------------------------------------------------------------------------

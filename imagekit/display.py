@@ -35,6 +35,35 @@ def build_lines(result) -> list[str]:
     lines = [f"[green]built[/] {result.image_id}"]
     lines += [f"  tag   {escape(tag)}" for tag in result.tags]
     lines.append(f"  size  {result.size / 1e9:.2f} GB   time {result.seconds:.0f}s")
+    if result.plan.locked:
+        lines.append("  lock  every apt and pip package pinned")
+    n = result.normalized
+    if n is not None:
+        detail = (
+            "reused"
+            if n.reused
+            else f"{n.bytes / 1e9:.2f} GB rewritten, {n.clamped} mtimes clamped, {n.seconds:.0f}s"
+        )
+        lines.append(f"  normalized from {n.source_id[:19]} ({detail})")
+    return lines
+
+
+def lock_lines(result) -> list[str]:
+    lock = result.lock
+    if not result.written:
+        return [f"[green]up to date[/] {escape(str(result.path))} (--upgrade re-resolves)"]
+    apt = sum(len(v) for v in lock.apt.values())
+    pip = sum(len(v) for v in lock.pip.values())
+    lines = [f"[green]wrote[/] {escape(str(result.path))}: {apt} apt, {pip} pip packages pinned"]
+    if not result.changes:
+        lines.append("  no changes")
+    for what, old, new in result.changes:
+        if old is None:
+            lines.append(f"  [green]+[/] {escape(what)} {escape(new)}")
+        elif new is None:
+            lines.append(f"  [red]-[/] {escape(what)} {escape(old)}")
+        else:
+            lines.append(f"  [yellow]~[/] {escape(what)} {escape(old)} -> {escape(new)}")
     return lines
 
 

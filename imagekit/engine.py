@@ -104,6 +104,18 @@ class Engine:
         self.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
         return self.inspect_image(ref)["Id"]
 
+    def load_archive(self, archive: Path, expected_id: str) -> None:
+        """`docker load` a docker-archive tar; the engine must end up with `expected_id`."""
+        try:
+            with archive.open("rb") as fh:
+                for chunk in self.api.load_image(fh):
+                    if isinstance(chunk, dict) and "error" in chunk:
+                        raise BuildError(f"loading the normalized image failed: {chunk['error']}")
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            raise BuildError(f"loading the normalized image failed: {_reason(exc)}") from None
+        if not self.image_exists(expected_id):
+            raise BuildError(f"the engine did not keep the normalized image {expected_id[:19]}")
+
     def tag(self, image_id: str, ref: str) -> None:
         repository, tag = split_ref(ref)
         self.api.tag(image_id, repository, tag, force=True)

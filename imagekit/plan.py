@@ -75,6 +75,15 @@ class PipStep:
 
 
 @dataclass(frozen=True)
+class AptStage:
+    """One `apt-get install` of the Dockerfile: its packages and the stage it builds on."""
+
+    name: str
+    packages: tuple[str, ...]
+    after: str | None  # the stage whose packages are already installed underneath
+
+
+@dataclass(frozen=True)
 class Plan:
     name: str
     recipe_sha256: str
@@ -106,10 +115,37 @@ class Plan:
     host_keys: str
     allow_run_as_root: bool
     path_prefix: tuple[str, ...] = field(default=())
+    # apt stage -> `apt-get install` arguments: names, or exact `name=version` when locked.
+    apt_installs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # pip stage -> requirements file (`name==version --hash=sha256:...`), when locked.
+    pip_locks: dict[str, str] = field(default_factory=dict)
+    locked: bool = False
 
     @property
     def image(self) -> str:
         return self.tags[0]
+
+    @property
+    def apt_stages(self) -> tuple[AptStage, ...]:
+        """The apt installs of the rendered Dockerfile, in build order."""
+        stages = [AptStage("system", self.system_packages, None)]
+        below = "system"
+        if self.openmpi_tarball:
+            stages.append(AptStage("openmpi-build", OPENMPI_BUILD_PACKAGES, "system"))
+        elif self.openmpi_packages:
+            stages.append(AptStage("openmpi", self.openmpi_packages, below))
+            below = "openmpi"
+        stages.append(AptStage("python", self.python_packages, below))
+        if self.apt_extras:
+            stages.append(AptStage("image", self.apt_extras, "python"))
+        return tuple(stages)
+
+    def apt_install(self, stage: str) -> tuple[str, ...]:
+        """The arguments of one stage's apt install, for the template."""
+        packages = self.apt_installs.get(stage)
+        if packages is None:
+            packages = next(s.packages for s in self.apt_stages if s.name == stage)
+        return packages
 
 
 def make_plan(loaded: LoadedRecipe) -> Plan:

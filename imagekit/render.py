@@ -14,9 +14,10 @@ from pathlib import Path
 
 import jinja2
 
-from imagekit.plan import BUILD_DIR, OPENMPI_BUILD_PACKAGES, STAGE_ROOT, Plan, session_env_names
+from imagekit.plan import BUILD_DIR, STAGE_ROOT, Plan, session_env_names
 
 BUILD_SUBDIR = "imagekit-build"
+KEYS_SUBDIR = "imagekit-keys"
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class ContextOptions:
     extra_index_urls: tuple[str, ...] = ()
     wheelhouse: Path | None = None
     ca_bundle: Path | None = None
+    # `--ssh-keys DIR`, read: relative path (host/..., user/...) -> key text. Baked keys
+    # come from outside instead of ssh-keygen at build time, so rebuilds are identical.
+    ssh_keys: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Context:
 
     files: dict[str, str]
     copies: dict[str, Path] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)  # files that must not be 0644
 
     @property
     def dockerfile(self) -> str:
@@ -58,7 +63,11 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_context(plan: Plan, options: ContextOptions | None = None) -> Context:
+def render_context(
+    plan: Plan, options: ContextOptions | None = None, pip_resolver_report: str | None = None
+) -> Context:
+    """`pip_resolver_report`: instead of the image, end the Dockerfile with a stage (target
+    `imagekit-pip-resolver`) where pip resolves every pip stage into that JSON report."""
     options = options or ContextOptions()
     env = _environment()
     values = {
@@ -67,7 +76,6 @@ def render_context(plan: Plan, options: ContextOptions | None = None) -> Context
         "build_dir": BUILD_DIR,
         "stage_root": STAGE_ROOT,
         "stage_names": [step.stage for step in plan.pip_steps],
-        "openmpi_build_packages": " ".join(OPENMPI_BUILD_PACKAGES),
         "compile_bytecode": (
             "import compileall, py_compile; compileall.compile_dir("
             f"'{STAGE_ROOT}', quiet=2, workers=0, stripdir='{STAGE_ROOT}', prependdir='/', "
@@ -78,6 +86,11 @@ def render_context(plan: Plan, options: ContextOptions | None = None) -> Context
         # keeps each apt layer from shipping ~80 MB the next one replaces (dive counts it).
         "apt_cleanup": "rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/debconf/*-old",
         "extra_index_urls": _extra_index_urls(plan, options),
+        "pip_resolver": pip_resolver_report
+        and {
+            "report": pip_resolver_report,
+            "requirements": [r for step in plan.pip_steps for r in step.requirements],
+        },
     }
     files = {
         "Dockerfile": "Dockerfile.j2",
@@ -85,16 +98,24 @@ def render_context(plan: Plan, options: ContextOptions | None = None) -> Context
         "imagekit/ssh_config": "ssh_config.j2",
         "imagekit/openmpi-mca-params.conf": "openmpi-mca-params.conf.j2",
         "imagekit/entrypoint.sh": "entrypoint.sh",
+        "imagekit/apt-install.sh": "apt-install.sh",
         f"{BUILD_SUBDIR}/pip.conf": "pip.conf.j2",
         f"{BUILD_SUBDIR}/README.md": "build-README.md.j2",
     }
     rendered = {path: env.get_template(name).render(values) for path, name in files.items()}
+    for stage, requirements in plan.pip_locks.items():
+        rendered[f"imagekit-lock/{stage}.txt"] = requirements
+    modes = {}
+    for rel, text in (options.ssh_keys or {}).items():
+        rendered[f"{KEYS_SUBDIR}/{rel}"] = text
+        if not rel.endswith(".pub"):
+            modes[f"{KEYS_SUBDIR}/{rel}"] = 0o600  # sshd refuses readable private keys
     copies: dict[str, Path] = {}
     if options.wheelhouse:
         copies[f"{BUILD_SUBDIR}/wheelhouse"] = options.wheelhouse
     if options.ca_bundle:
         copies[f"{BUILD_SUBDIR}/ca.pem"] = options.ca_bundle
-    return Context(files=rendered, copies=copies)
+    return Context(files=rendered, copies=copies, modes=modes)
 
 
 def _extra_index_urls(plan: Plan, options: ContextOptions) -> list[str]:
@@ -117,6 +138,8 @@ def write_context(context: Context, out_dir: Path) -> Path:
             target.write_text(text, encoding="utf-8")
             if rel.endswith(".sh"):
                 target.chmod(0o755)
+            if rel in context.modes:
+                target.chmod(context.modes[rel])
         for rel, source in context.copies.items():
             _copy_in(source, tmp / rel)
         tmp.chmod(0o755)

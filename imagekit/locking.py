@@ -1,0 +1,185 @@
+"""`imagekit lock`: resolve a recipe's floating inputs with the real package managers.
+
+apt: one container from the base runs `apt-get install -s` for each stage together with
+the stages below it; the difference is what that stage adds (lock.apt_stage_pins).
+pip: the Dockerfile is built up to its `python` stage (apt already pinned, so that build is
+the locked build's own cache), then pip resolves every pip stage at once with
+`--dry-run --report` from the same indexes and wheelhouse the build uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from imagekit.base import ensure_base
+from imagekit.build import BuildOptions, check_options, context_options
+from imagekit.engine import Engine, Message, Reporter
+from imagekit.errors import ImagekitError
+from imagekit.files import write_text_atomic
+from imagekit.lock import (
+    Lock,
+    LockedBase,
+    LockError,
+    apply_lock,
+    apt_stage_pins,
+    cumulative_packages,
+    dump_lock,
+    inputs_sha256,
+    lock_changes,
+    lock_state,
+    missing_apt_pins,
+    parse_apt_simulation,
+    pip_stage_pins,
+)
+from imagekit.plan import Plan, make_plan
+from imagekit.recipe import load_recipe
+from imagekit.render import render_context, write_context
+
+REPORT = "/tmp/imagekit-pip-report.json"
+# The apt mirror rewrite of the Dockerfile's first RUN, so `--apt-mirror` resolves against
+# the same mirror the build will use.
+MIRROR_SED = (
+    "find /etc/apt \\( -name '*.list' -o -name '*.sources' \\) -exec sed -i -E "
+    '"s#https?://(deb\\.debian\\.org/debian|archive\\.ubuntu\\.com/ubuntu)/?#${APT_MIRROR%/}/#g" {} +'
+)
+
+
+@dataclass(frozen=True)
+class LockResult:
+    path: Path
+    lock: Lock
+    changes: list[tuple[str, str | None, str | None]]
+    written: bool  # False: the existing lock was already fresh (no --upgrade)
+
+
+def lock_recipe(
+    recipe_path: Path, options: BuildOptions, report: Reporter, upgrade: bool = False
+) -> LockResult:
+    check_options(options)
+    plan = make_plan(load_recipe(recipe_path))
+    state = lock_state(recipe_path, plan)
+    if state.usable and not upgrade:
+        return LockResult(state.path, state.lock, [], written=False)
+    if plan.python_ppa:
+        raise LockError(
+            f"{recipe_path}: python.source: deadsnakes cannot be locked yet "
+            "(its packages come from a PPA added during the build)"
+        )
+    engine = Engine.connect()
+    base = _locked_base(plan, engine, report)
+    apt = _resolve_apt(plan, engine, options, report)
+    partial = Lock(recipe=plan.name, inputs_sha256=inputs_sha256(plan), base=base, apt=apt)
+    pip = _resolve_pip(apply_lock(plan, partial), engine, options, report)
+    tarballs = (
+        {"openmpi": {k: plan.openmpi_tarball[k] for k in ("url", "sha256")}}
+        if plan.openmpi_tarball
+        else {}
+    )
+    lock = partial.model_copy(update={"pip": pip, "tarballs": tarballs})
+    write_text_atomic(state.path, dump_lock(lock, recipe_path))
+    return LockResult(state.path, lock, lock_changes(state.lock, lock), written=True)
+
+
+def base_content_digest(plan: Plan, engine: Engine) -> str:
+    """What the base really is: the bootstrap's root filesystem layer, or the registry
+    digest the tag pointed at when it was pulled."""
+    info = engine.inspect_image(plan.base_image)
+    if plan.bootstrap is not None:
+        return info["RootFS"]["Layers"][0]
+    digests = info.get("RepoDigests") or []
+    if not digests:
+        raise LockError(
+            f"base {plan.base_image}: the engine knows no registry digest for it "
+            "(built or loaded locally); pull it from its registry first"
+        )
+    return digests[0]
+
+
+def _locked_base(plan: Plan, engine: Engine, report: Reporter) -> LockedBase:
+    if plan.bootstrap is not None:
+        ensure_base(plan.bootstrap, engine, report)
+    elif not engine.image_exists(plan.base_image):
+        raise LockError(f"base {plan.base_image}: not in the engine; pull it, then lock")
+    return LockedBase(
+        image=plan.base_image,
+        content_digest=base_content_digest(plan, engine),
+        bootstrap=plan.bootstrap.__dict__ if plan.bootstrap else None,
+    )
+
+
+def _resolve_apt(
+    plan: Plan, engine: Engine, options: BuildOptions, report: Reporter
+) -> dict[str, dict[str, str]]:
+    stages = plan.apt_stages
+    wanted = cumulative_packages(stages)
+    report(Message(f"apt: resolving {len(stages)} stages on {plan.base_image}"))
+    script = ["set -e"]
+    if options.apt_mirror:
+        script.append(f"APT_MIRROR={shlex.quote(options.apt_mirror)}; {MIRROR_SED}")
+    script.append("apt-get update -qq >/dev/null")
+    for stage in stages:
+        packages = " ".join(shlex.quote(p) for p in wanted[stage.name])
+        script.append(f"echo '### {stage.name}'")
+        script.append(f"apt-get install -s --no-install-recommends {packages} 2>&1")
+    try:
+        output = engine.run_once(plan.base_image, ["/bin/sh", "-c", "\n".join(script)], user="0")
+    except ImagekitError as exc:
+        missing = missing_apt_pins(exc.message)
+        detail = f"not found: {' '.join(missing)}" if missing else exc.message.splitlines()[-1]
+        raise LockError(f"apt resolution on {plan.base_image} failed: {detail}") from None
+    closures: dict[str, dict[str, str]] = {}
+    for block in output.split("### ")[1:]:
+        name, _, text = block.partition("\n")
+        closures[name.strip()] = parse_apt_simulation(text)
+    pins = apt_stage_pins(stages, closures)
+    for stage, packages in pins.items():
+        report(Message(f"apt: {stage}: {len(packages)} packages"))
+    return pins
+
+
+def _resolve_pip(
+    plan: Plan, engine: Engine, options: BuildOptions, report: Reporter
+) -> dict[str, list]:
+    """Build up to the python stage, then let pip resolve every pip stage in one go."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"imagekit-lock-{plan.name}-"))
+    try:
+        context = render_context(plan, context_options(options), pip_resolver_report=REPORT)
+        context_dir = write_context(context, workdir / "context")
+        report(Message("pip: building the python stage and resolving with pip --dry-run"))
+        build_args = {"APT_MIRROR": options.apt_mirror} if options.apt_mirror else {}
+        outcome = engine.build(
+            context_dir, report=report, build_args=build_args, target="imagekit-pip-resolver"
+        )
+        report_text = engine.run_once(outcome.image_id, ["cat", REPORT], user="0")
+        engine.remove_image(outcome.image_id)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    try:
+        pip_report = json.loads(report_text)
+    except json.JSONDecodeError:
+        raise LockError("pip resolution: pip wrote no readable report") from None
+    local = _wheelhouse_hashes(options.wheelhouse)
+    pins = pip_stage_pins(pip_report, {s.stage: s.requirements for s in plan.pip_steps}, local)
+    for stage, stage_pins in pins.items():
+        report(Message(f"pip: {stage}: {len(stage_pins)} packages"))
+    return pins
+
+
+def _wheelhouse_hashes(wheelhouse: Path | None) -> dict[str, str]:
+    if wheelhouse is None:
+        return {}
+    hashes = {}
+    for wheel in sorted(wheelhouse.glob("*")):
+        if wheel.is_file():
+            digest = hashlib.sha256()
+            with wheel.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+            hashes[wheel.name] = digest.hexdigest()
+    return hashes

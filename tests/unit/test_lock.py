@@ -1,0 +1,283 @@
+"""Lock files as data: parsing resolver output, splitting pins over stages, staleness,
+rendering a locked plan, and the CLI's errors for missing, stale and malformed locks."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from imagekit.lock import (
+    Lock,
+    LockedBase,
+    LockError,
+    PipPin,
+    apply_lock,
+    apt_stage_pins,
+    cumulative_packages,
+    dump_lock,
+    inputs_sha256,
+    lock_changes,
+    lock_path,
+    locked_plan,
+    missing_apt_pins,
+    parse_apt_simulation,
+    pip_stage_pins,
+    read_lock,
+)
+from imagekit.plan import make_plan
+from imagekit.recipe import load_recipe
+from imagekit.render import render_context
+
+from ..conftest import RECIPES
+from .test_cli import run
+
+SIMULATION = """\
+NOTE: This is only a simulation!
+Inst libbsd0 (0.11.7-2 Debian:12.15/oldstable [amd64])
+Inst bash [5.2.15-2] (5.2.15-2+b7 Debian:12.15/oldstable [amd64])
+Inst libc6:amd64 (2.36-9+deb12u14 Debian:12.15/oldstable [amd64])
+Conf libbsd0 (0.11.7-2 Debian:12.15/oldstable [amd64])
+"""
+
+
+def test_parse_apt_simulation_reads_inst_lines_only():
+    assert parse_apt_simulation(SIMULATION) == {
+        "libbsd0": "0.11.7-2",
+        "bash": "5.2.15-2+b7",  # an upgrade: the new version, not the installed one
+        "libc6": "2.36-9+deb12u14",  # the :arch qualifier is not part of the name
+    }
+
+
+def test_missing_apt_pins_names_each_package():
+    text = (
+        "E: Version '5.2.15-2+b99' for 'bash' was not found\n"
+        "E: Version '9' for 'procps' was not found\n"
+    )
+    assert missing_apt_pins(text) == ["bash=5.2.15-2+b99", "procps=9"]
+
+
+def cpu_plan():
+    return make_plan(load_recipe(RECIPES / "deepspeed-cpu.yaml"))
+
+
+def test_apt_stages_follow_the_dockerfile():
+    stages = cpu_plan().apt_stages
+    assert [(s.name, s.after) for s in stages] == [
+        ("system", None),
+        ("openmpi", "system"),
+        ("python", "openmpi"),
+    ]
+    cumulative = cumulative_packages(stages)
+    assert cumulative["python"][:2] == ("bash", "ca-certificates")
+    assert cumulative["python"][-1] == "python-is-python3"
+
+
+def test_apt_stage_pins_are_what_each_stage_adds():
+    stages = cpu_plan().apt_stages
+    closures = {
+        "system": {"openssh-server": "1", "libc": "2"},
+        "openmpi": {"openssh-server": "1", "libc": "2", "openmpi-bin": "4"},
+        "python": {"openssh-server": "1", "libc": "2", "openmpi-bin": "4", "python3": "3"},
+    }
+    pins = apt_stage_pins(stages, closures)
+    assert pins == {
+        "system": {"libc": "2", "openssh-server": "1"},
+        "openmpi": {"openmpi-bin": "4"},
+        "python": {"python3": "3"},
+    }
+
+
+def report_item(name, version, requires=(), sha="a" * 64, url=None):
+    return {
+        "metadata": {"name": name, "version": version, "requires_dist": list(requires)},
+        "download_info": {
+            "url": url or f"https://files.example/{name}-{version}.whl",
+            "archive_info": {"hashes": {"sha256": sha}},
+        },
+    }
+
+
+PIP_REPORT = {
+    "environment": {
+        "python_version": "3.11",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "implementation_name": "cpython",
+    },
+    "install": [
+        report_item("torch", "2.13.0+cpu", ["filelock", "sympy>=1.13", 'optree; extra == "opt"']),
+        report_item("filelock", "4.3.1"),
+        report_item("sympy", "1.14.0", ["mpmath<1.4"]),
+        report_item("mpmath", "1.3.0"),
+        report_item("optree", "0.1"),  # only behind torch's extra: nobody asked for it
+        report_item("deepspeed", "0.19.8", ["torch", "hjson", 'pywin32; sys_platform == "win32"']),
+        report_item("hjson", "3.1.0"),
+        report_item("mpi4py", "4.1.2", sha="b" * 64, url="file:///w/mpi4py-4.1.2%2Blocal.whl"),
+    ],
+}
+
+
+def test_pip_stage_pins_split_closures_over_stages():
+    pins = pip_stage_pins(
+        PIP_REPORT,
+        {
+            "torch": ("torch==2.13.0+cpu",),
+            "deepspeed": ("deepspeed==0.19.8",),
+            "extras": ("mpi4py==4.1.2",),
+        },
+        local_hashes={},
+    )
+    names = {stage: [p.name for p in stage_pins] for stage, stage_pins in pins.items()}
+    assert names["torch"] == ["filelock", "mpmath", "sympy", "torch"]
+    # torch is the torch stage's; pywin32's marker is false on Linux
+    assert names["deepspeed"] == ["deepspeed", "hjson"]
+    # a report entry no closure reaches (optree: behind an extra nobody asked for) is not
+    # dropped: it lands in the last stage
+    assert names["extras"] == ["mpi4py", "optree"]
+    mpi4py = pins["extras"][0]
+    assert mpi4py.file == "mpi4py-4.1.2+local.whl"
+    assert mpi4py.requirement == f"mpi4py==4.1.2 --hash=sha256:{'b' * 64}"
+
+
+def test_pip_pin_without_hash_uses_local_file_hash_or_fails():
+    item = report_item("torch", "2.13.0+cpu", url="file:///w/torch-2.13.0%2Bcpu.whl")
+    item["download_info"]["archive_info"] = {}
+    report = {"environment": {}, "install": [item]}
+    local = {"torch-2.13.0+cpu.whl": "c" * 64}
+    pins = pip_stage_pins(report, {"torch": ("torch",)}, local)
+    assert pins["torch"][0].sha256 == "c" * 64
+    with pytest.raises(LockError, match="torch: no sha256 known"):
+        pip_stage_pins(report, {"torch": ("torch",)}, {})
+
+
+def sample_lock(plan, **apt):
+    return Lock(
+        recipe=plan.name,
+        inputs_sha256=inputs_sha256(plan),
+        base=LockedBase(image=plan.base_image, content_digest="sha256:" + "d" * 64),
+        apt={"system": {"openssh-server": "1:9.2p1-2+deb12u10", **apt}, "openmpi": {}},
+        pip={
+            "torch": [PipPin(name="torch", version="2.13.0+cpu", sha256="e" * 64, file="t.whl")],
+            "deepspeed": [
+                PipPin(name="deepspeed", version="0.19.8", sha256="f" * 64, file="d.tar.gz")
+            ],
+        },
+    )
+
+
+def test_locked_render_pins_apt_and_pip_with_hashes():
+    plan = cpu_plan()
+    ctx = render_context(apply_lock(plan, sample_lock(plan)))
+    dockerfile = ctx.dockerfile
+    assert "imagekit-apt-install \\\n      openssh-server=1:9.2p1-2+deb12u10 \\\n" in dockerfile
+    # a stage the lock leaves empty installs nothing; one it does not cover stays unpinned
+    assert "RUN imagekit-apt-install\n" in dockerfile
+    assert "      python3-dev \\\n" in dockerfile
+    assert "--no-deps --require-hashes -r /tmp/imagekit-build/requirements.txt" in dockerfile
+    assert "COPY imagekit-lock/torch.txt /tmp/imagekit-build/requirements.txt" in dockerfile
+    assert ctx.files["imagekit-lock/torch.txt"] == f"torch==2.13.0+cpu --hash=sha256:{'e' * 64}\n"
+    # the extras stage has no lock entry: it keeps its plain requirement
+    assert '"mpi4py==4.1.2"' in dockerfile
+
+
+def test_lock_round_trip_and_staleness(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    shutil.copy(RECIPES / "deepspeed-cpu.yaml", recipe)
+    loaded = load_recipe(recipe)
+    plan = make_plan(loaded)
+    lock = sample_lock(plan)
+    lock_path(recipe).write_text(dump_lock(lock, recipe))
+    assert read_lock(lock_path(recipe)) == lock
+    locked, state = locked_plan(loaded, locked=True)
+    assert locked.locked and state.usable
+
+    # cosmetic edits keep the lock fresh; a package change makes it stale
+    text = recipe.read_text()
+    recipe.write_text(text.replace("description: DeepSpeed", "description: Our DeepSpeed"))
+    assert locked_plan(load_recipe(recipe))[1].usable
+    recipe.write_text(text.replace('"0.19.8"', '"0.19.5"'))
+    plan, state = locked_plan(load_recipe(recipe))
+    assert state.stale and not plan.locked
+    with pytest.raises(LockError, match="stale"):
+        locked_plan(load_recipe(recipe), locked=True)
+
+
+def test_lock_changes_lists_added_removed_changed():
+    plan = cpu_plan()
+    old = sample_lock(plan, procps="2:4.0.2-3")
+    new = sample_lock(plan, make="4.3-4.1").model_copy(
+        update={"apt": {"system": {"openssh-server": "1:9.2p1-2+deb12u11", "make": "4.3-4.1"}}}
+    )
+    assert lock_changes(old, new) == [
+        ("apt:make", None, "4.3-4.1"),
+        ("apt:openssh-server", "1:9.2p1-2+deb12u10", "1:9.2p1-2+deb12u11"),
+        ("apt:procps", "2:4.0.2-3", None),
+    ]
+
+
+def test_committed_lock_matches_its_recipe():
+    """recipes/*.lock are committed: each must be valid and fresh, or builds go unpinned."""
+    locks = sorted(RECIPES.glob("*.lock"))
+    assert locks, "the CPU recipe's lock is committed"
+    for path in locks:
+        recipe = path.with_suffix(".yaml")
+        lock = read_lock(path)
+        assert lock.inputs_sha256 == inputs_sha256(make_plan(load_recipe(recipe))), path
+        assert all(lock.apt[stage] for stage in ("system", "openmpi", "python"))
+        assert {"torch", "deepspeed", "extras"} <= set(lock.pip)
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+
+
+def cpu_copy(tmp_path):
+    recipe = tmp_path / "deepspeed-cpu.yaml"
+    shutil.copy(RECIPES / "deepspeed-cpu.yaml", recipe)
+    return recipe
+
+
+def test_build_locked_without_lock_is_one_line_exit_14(capsys, tmp_path):
+    recipe = cpu_copy(tmp_path)
+    code, out, err = run(capsys, "build", str(recipe), "--locked", "--dry-run")
+    assert code == 14
+    assert err.strip().splitlines()[0] == (
+        f"ERROR {tmp_path / 'deepspeed-cpu.lock'}: no lock file (--locked); "
+        f"run `imagekit lock {recipe}`"
+    )
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("lock_version: 1\nrecipe: [\n", "not valid YAML (line 3)"),
+        ("- a\n", "not an imagekit lock file (expected a mapping)"),
+        ("lock_version: 7\n", "lock_version 7 is not 1; run `imagekit lock --upgrade`"),
+        (None, "apt.system.bash: Input should be a valid string"),
+    ],
+)
+def test_malformed_lock_names_file_and_field(capsys, tmp_path, content, message):
+    recipe = cpu_copy(tmp_path)
+    if content is None:
+        body = yaml.safe_load(dump_lock(sample_lock(cpu_plan()), recipe))
+        body["apt"]["system"]["bash"] = [1]
+        content = yaml.safe_dump(body)
+    lock_path(recipe).write_text(content)
+    code, out, err = run(capsys, "build", str(recipe), "--dry-run")
+    assert code == 14
+    assert err.strip().splitlines()[0] == f"ERROR {lock_path(recipe)}: {message}"
+
+
+def test_stale_lock_warns_in_validate_and_dry_run_stays_unpinned(capsys, tmp_path):
+    recipe = cpu_copy(tmp_path)
+    lock = sample_lock(cpu_plan()).model_copy(update={"inputs_sha256": "0" * 64})
+    lock_path(recipe).write_text(dump_lock(lock, recipe))
+    code, out, err = run(capsys, "validate", str(recipe))
+    assert code == 0
+    assert "stale" in out + err
+    code, out, err = run(capsys, "build", str(recipe), "--dry-run")
+    assert code == 0
+    assert "openssh-server=" not in out and "      openssh-server \\" in out
