@@ -46,6 +46,7 @@ class BuildOptions:
     source_date_epoch: int | None = None
     locked: bool = False  # fail unless the recipe's lock exists and is fresh
     ssh_keys: Path | None = None  # baked keys from this directory instead of ssh-keygen
+    normalize: bool = True  # with source_date_epoch: rewrite times out of layers and config
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,8 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
     build_args = dict(options.build_args)
     if options.apt_mirror:
         build_args["APT_MIRROR"] = options.apt_mirror
+    if options.source_date_epoch is not None and options.normalize and plan.prebuild_ops:
+        build_args["SOURCE_DATE_EPOCH"] = str(options.source_date_epoch)
     workdir = Path(tempfile.mkdtemp(prefix=f"imagekit-{plan.name}-"))
     try:
         context_dir = write_context(
@@ -195,7 +198,7 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
         shutil.rmtree(workdir, ignore_errors=True)
     image_id = outcome.image_id
     normalized = None
-    if options.source_date_epoch is not None:
+    if options.source_date_epoch is not None and options.normalize:
         normalized = normalize_image(engine, image_id, options.source_date_epoch, report)
         image_id = normalized.image_id
     tags = plan.tags + tuple(options.tags)

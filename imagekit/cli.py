@@ -178,6 +178,12 @@ _BUILD_INPUT_OPTIONS = [
     help="Reproducible build: clamp file times to this epoch and normalize the image config.",
 )
 @click.option(
+    "--normalize/--no-normalize",
+    default=True,
+    show_default=True,
+    help="With --source-date-epoch: rewrite the built image so its ID depends only on inputs.",
+)
+@click.option(
     "--locked",
     is_flag=True,
     help="Fail unless RECIPE's lock file (RECIPE.lock) exists and is up to date.",

@@ -104,13 +104,13 @@ class Engine:
         self.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
         return self.inspect_image(ref)["Id"]
 
-    def load_archive(self, archive: Path, expected_id: str) -> None:
-        """`docker load` a docker-archive tar; the engine must end up with `expected_id`."""
+    def load_archive(self, archive: Iterator[bytes], expected_id: str) -> None:
+        """`docker load` a docker-archive streamed as chunks; the engine must end up with
+        `expected_id`."""
         try:
-            with archive.open("rb") as fh:
-                for chunk in self.api.load_image(fh):
-                    if isinstance(chunk, dict) and "error" in chunk:
-                        raise BuildError(f"loading the normalized image failed: {chunk['error']}")
+            for chunk in self.api.load_image(archive):
+                if isinstance(chunk, dict) and "error" in chunk:
+                    raise BuildError(f"loading the normalized image failed: {chunk['error']}")
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
             raise BuildError(f"loading the normalized image failed: {_reason(exc)}") from None
         if not self.image_exists(expected_id):

@@ -23,6 +23,7 @@ import json
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -105,9 +106,39 @@ def config_bytes(config: dict[str, Any]) -> bytes:
     return json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
 
 
-def normalize_archive(stream: IO[bytes], workdir: Path, epoch: int) -> tuple[Path, str, int, int]:
-    """A `docker save` stream -> a loadable archive in `workdir`; returns (archive path,
-    image id, layer bytes, entries clamped)."""
+@dataclass(frozen=True)
+class NormalizedArchive:
+    """A loadable docker-archive, as layer files on disk plus the config, streamed by
+    `chunks()` straight into `docker load` (never written out whole: images are GBs)."""
+
+    image_id: str
+    config: bytes
+    layers: list[LayerResult]
+
+    @property
+    def size(self) -> int:
+        return sum(layer.size for layer in self.layers)
+
+    @property
+    def clamped(self) -> int:
+        return sum(layer.clamped for layer in self.layers)
+
+    def chunks(self) -> Iterator[bytes]:
+        names = [f"{index}/layer.tar" for index in range(len(self.layers))]
+        config_name = f"{self.image_id.removeprefix('sha256:')}.json"
+        manifest = [{"Config": config_name, "RepoTags": None, "Layers": names}]
+        for name, layer in zip(names, self.layers, strict=True):
+            yield _header(name, layer.size)
+            with layer.path.open("rb") as fh:
+                yield from iter(lambda: fh.read(1 << 20), b"")
+            yield _padding(layer.size)
+        for name, data in ((config_name, self.config), ("manifest.json", _json(manifest))):
+            yield _header(name, len(data)) + data + _padding(len(data))
+        yield b"\0" * (2 * tarfile.BLOCKSIZE)
+
+
+def normalize_archive(stream: IO[bytes], workdir: Path, epoch: int) -> NormalizedArchive:
+    """A `docker save` stream -> normalized layers in `workdir` and the new config."""
     blobs: dict[str, bytes] = {}
     layers: dict[str, LayerResult] = {}
     with tarfile.open(fileobj=stream, mode="r|") as outer:
@@ -118,8 +149,7 @@ def normalize_archive(stream: IO[bytes], workdir: Path, epoch: int) -> tuple[Pat
             if member.name.endswith(".json") or member.name in ("repositories", "index.json"):
                 blobs[member.name] = fh.read()
             elif member.name.endswith("layer.tar") or member.name.startswith("blobs/"):
-                head = fh.peek(1)[:1] if hasattr(fh, "peek") else b""
-                if head == b"{":  # an OCI blob that is JSON (config, manifest), not a layer
+                if fh.peek(1)[:1] == b"{":  # an OCI blob that is JSON (config), not a layer
                     blobs[member.name] = fh.read()
                     continue
                 path = workdir / f"layer-{len(layers)}.tar"
@@ -130,36 +160,21 @@ def normalize_archive(stream: IO[bytes], workdir: Path, epoch: int) -> tuple[Pat
     config = json.loads(blobs[manifest["Config"]])
     order = [layers[name] for name in manifest["Layers"]]
     body = config_bytes(normalize_config(config, [layer.diff_id for layer in order], epoch))
-    image_id = "sha256:" + hashlib.sha256(body).hexdigest()
-    archive = workdir / "normalized.tar"
-    with tarfile.open(archive, mode="w", format=tarfile.PAX_FORMAT) as out:
-        names = []
-        for index, layer in enumerate(order):
-            name = f"{index}/layer.tar"
-            out.add(layer.path, arcname=name)
-            layer.path.unlink()
-            names.append(name)
-        config_name = f"{image_id.removeprefix('sha256:')}.json"
-        _add_bytes(out, config_name, body)
-        _add_bytes(
-            out,
-            "manifest.json",
-            json.dumps([{"Config": config_name, "RepoTags": None, "Layers": names}]).encode(),
-        )
-    return (
-        archive,
-        image_id,
-        sum(layer.size for layer in order),
-        sum(layer.clamped for layer in order),
-    )
+    return NormalizedArchive("sha256:" + hashlib.sha256(body).hexdigest(), body, order)
 
 
-def _add_bytes(out: tarfile.TarFile, name: str, data: bytes) -> None:
-    import io
-
+def _header(name: str, size: int) -> bytes:
     info = tarfile.TarInfo(name)
-    info.size = len(data)
-    out.addfile(info, io.BytesIO(data))
+    info.size, info.mode = size, 0o644
+    return info.tobuf(format=tarfile.USTAR_FORMAT)
+
+
+def _padding(size: int) -> bytes:
+    return b"\0" * (-size % tarfile.BLOCKSIZE)
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value).encode()
 
 
 def normalize_image(engine: Engine, image_id: str, epoch: int, report: Reporter) -> Normalized:
@@ -175,9 +190,15 @@ def normalize_image(engine: Engine, image_id: str, epoch: int, report: Reporter)
     report(Message(f"normalize: rewriting layers and config at SOURCE_DATE_EPOCH={epoch}"))
     with tempfile.TemporaryDirectory(prefix="imagekit-normalize-") as tmp:
         with engine.saved_image(source) as stream:
-            archive, normalized, size, clamped = normalize_archive(stream, Path(tmp), epoch)
-        report(Message(f"normalize: loading {normalized[:19]} ({size / 1e9:.2f} GB of layers)"))
-        engine.load_archive(archive, normalized)
-        layers = len(engine.inspect_image(normalized)["RootFS"]["Layers"])
-    engine.tag(normalized, memo)
-    return Normalized(normalized, source, layers, size, clamped, time.monotonic() - started)
+            archive = normalize_archive(stream, Path(tmp), epoch)
+        report(Message(f"normalize: loading {archive.image_id[:19]} ({archive.size / 1e9:.2f} GB)"))
+        engine.load_archive(archive.chunks(), archive.image_id)
+    engine.tag(archive.image_id, memo)
+    return Normalized(
+        image_id=archive.image_id,
+        source_id=source,
+        layers=len(archive.layers),
+        bytes=archive.size,
+        clamped=archive.clamped,
+        seconds=time.monotonic() - started,
+    )

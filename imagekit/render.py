@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jinja2
 
-from imagekit.plan import BUILD_DIR, STAGE_ROOT, Plan, session_env_names
+from imagekit.plan import BUILD_DIR, STAGE_ROOT, TORCH_EXTENSIONS_DIR, Plan, session_env_names
 
 BUILD_SUBDIR = "imagekit-build"
 KEYS_SUBDIR = "imagekit-keys"
@@ -82,6 +82,7 @@ def render_context(
             "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)"
         ),
         "session_env": session_env_names(plan),
+        "torch_extensions_dir": TORCH_EXTENSIONS_DIR,
         # apt's caches are rebuilt by every `apt-get update`: removing them in the same layer
         # keeps each apt layer from shipping ~80 MB the next one replaces (dive counts it).
         "apt_cleanup": "rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/debconf/*-old",
@@ -103,6 +104,8 @@ def render_context(
         f"{BUILD_SUBDIR}/README.md": "build-README.md.j2",
     }
     rendered = {path: env.get_template(name).render(values) for path, name in files.items()}
+    if plan.prebuild_ops:
+        rendered["imagekit/ninja-normalize.py"] = env.get_template("ninja-normalize.py").render()
     for stage, requirements in plan.pip_locks.items():
         rendered[f"imagekit-lock/{stage}.txt"] = requirements
     modes = {}

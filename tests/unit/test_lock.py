@@ -30,9 +30,10 @@ from imagekit.plan import make_plan
 from imagekit.recipe import load_recipe
 from imagekit.render import render_context
 
-from ..conftest import RECIPES
+from ..conftest import RECIPES, ROOT
 from .test_cli import run
 
+TEST_RECIPES = ROOT / "tests" / "integration" / "recipes"
 SIMULATION = """\
 NOTE: This is only a simulation!
 Inst libbsd0 (0.11.7-2 Debian:12.15/oldstable [amd64])
@@ -220,7 +221,7 @@ def test_lock_changes_lists_added_removed_changed():
 
 def test_committed_lock_matches_its_recipe():
     """recipes/*.lock are committed: each must be valid and fresh, or builds go unpinned."""
-    locks = sorted(RECIPES.glob("*.lock"))
+    locks = sorted(RECIPES.glob("*.lock")) + sorted(TEST_RECIPES.glob("*.lock"))
     assert locks, "the CPU recipe's lock is committed"
     for path in locks:
         recipe = path.with_suffix(".yaml")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import tarfile
 
-from imagekit.normalize import config_bytes, normalize_config, normalize_layer
+from imagekit.normalize import config_bytes, normalize_archive, normalize_config, normalize_layer
 
 EPOCH = 1_700_000_000
 CAPABILITY = "SCHILY.xattr.security.capability"
@@ -97,3 +99,41 @@ def test_config_of_two_builds_normalizes_to_the_same_bytes():
     assert a["config"] == {"Hostname": "", "Env": ["PATH=/usr/bin"], "Labels": {"a": "b"}}
     assert a["rootfs"]["diff_ids"] == ["sha256:new"]
     assert a["history"][1]["empty_layer"] is True
+
+
+def saved_image(layers: list[bytes], config: dict) -> bytes:
+    """A `docker save` archive in the legacy layout this engine writes."""
+    buf = io.BytesIO()
+    names = [f"{i:064d}/layer.tar" for i in range(len(layers))]
+    files = [("c" * 64 + ".json", json.dumps(config).encode())]
+    files += list(zip(names, layers, strict=True))
+    manifest = [{"Config": "c" * 64 + ".json", "RepoTags": ["x:y"], "Layers": names}]
+    files.append(("manifest.json", json.dumps(manifest).encode()))
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_archive_for_docker_load_is_consistent(tmp_path):
+    raw = [layer(1_800_000_000), layer(1_900_000_000, {"atime": "5"})]
+    archive = normalize_archive(
+        io.BytesIO(saved_image(raw, built_config("2026-12-02T12:00:00Z", "c" * 64))),
+        tmp_path,
+        EPOCH,
+    )
+    stream = b"".join(archive.chunks())
+    with tarfile.open(fileobj=io.BytesIO(stream)) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))[0]
+        config_raw = tar.extractfile(manifest["Config"]).read()
+        layer_digests = [
+            "sha256:" + hashlib.sha256(tar.extractfile(name).read()).hexdigest()
+            for name in manifest["Layers"]
+        ]
+    # the engine names an image by the sha256 of its config, and checks the diff ids
+    assert archive.image_id == "sha256:" + hashlib.sha256(config_raw).hexdigest()
+    assert json.loads(config_raw)["rootfs"]["diff_ids"] == layer_digests
+    assert layer_digests[0] == layer_digests[1]  # same content, different times
+    assert archive.clamped == 8
