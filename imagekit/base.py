@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 from imagekit.engine import Engine, Message, Reporter
-from imagekit.errors import BootstrapError
-from imagekit.plan import BootstrapSpec
+from imagekit.errors import BootstrapError, ImageNotFoundError
+from imagekit.plan import BootstrapSpec, Plan
 
 
 def mmdebstrap_command(spec: BootstrapSpec, tarball: Path) -> list[str]:
@@ -53,3 +53,18 @@ def ensure_base(spec: BootstrapSpec, engine: Engine, report: Reporter) -> str:
         engine.import_tarball(tarball, spec.image_ref)
     report(Message(f"base {spec.image_ref}: imported"))
     return spec.image_ref
+
+
+def base_content_digest(plan: Plan, engine: Engine) -> str:
+    """What the base really is: the bootstrap's root filesystem layer, or the registry
+    digest the tag pointed at when it was pulled."""
+    info = engine.inspect_image(plan.base_image)
+    if plan.bootstrap is not None:
+        return info["RootFS"]["Layers"][0]
+    digests = info.get("RepoDigests") or []
+    if not digests:
+        raise ImageNotFoundError(
+            f"base {plan.base_image}: the engine knows no registry digest for it "
+            "(built or loaded locally); pull it from its registry first"
+        )
+    return digests[0]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from imagekit.base import ensure_base
+from imagekit.base import base_content_digest, ensure_base
 from imagekit.engine import Engine, Message, Reporter
 from imagekit.errors import BuildError, UsageError
 from imagekit.lock import LockError, LockState, locked_plan
@@ -234,8 +234,6 @@ def _check_base(
 ) -> None:
     """The base must be what the lock saw: a re-bootstrap from a mirror that moved on, or a
     tag that moved, would change every layer."""
-    from imagekit.locking import base_content_digest
-
     have, want = base_content_digest(plan, engine), lock.lock.base.content_digest
     if have == want:
         return

@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from imagekit.base import ensure_base
+from imagekit.base import base_content_digest, ensure_base
 from imagekit.build import BuildOptions, check_options, context_options
 from imagekit.engine import Engine, Message, Reporter
 from imagekit.errors import ImagekitError
@@ -84,21 +84,6 @@ def lock_recipe(
     lock = partial.model_copy(update={"pip": pip, "tarballs": tarballs})
     write_text_atomic(state.path, dump_lock(lock, recipe_path))
     return LockResult(state.path, lock, lock_changes(state.lock, lock), written=True)
-
-
-def base_content_digest(plan: Plan, engine: Engine) -> str:
-    """What the base really is: the bootstrap's root filesystem layer, or the registry
-    digest the tag pointed at when it was pulled."""
-    info = engine.inspect_image(plan.base_image)
-    if plan.bootstrap is not None:
-        return info["RootFS"]["Layers"][0]
-    digests = info.get("RepoDigests") or []
-    if not digests:
-        raise LockError(
-            f"base {plan.base_image}: the engine knows no registry digest for it "
-            "(built or loaded locally); pull it from its registry first"
-        )
-    return digests[0]
 
 
 def _locked_base(plan: Plan, engine: Engine, report: Reporter) -> LockedBase:

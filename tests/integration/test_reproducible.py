@@ -115,7 +115,9 @@ def test_lock_of_a_registry_base_that_is_not_here_is_one_line(engine):
     recipe = RECIPES / "deepspeed-cu122.yaml"
     result = imagekit("lock", str(recipe), "--plain")
     assert result.returncode == 14
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        "ERROR base nvidia/cuda:12.2.2-cudnn8-devel-ubuntu22.04: not in the engine"
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith("ERROR base nvidia/cuda:12.2.2-cudnn8-devel-ubuntu22.04: not in the engine")
     )
     assert not lock_path(recipe).exists()

@@ -282,3 +282,50 @@ def test_stale_lock_warns_in_validate_and_dry_run_stays_unpinned(capsys, tmp_pat
     code, out, err = run(capsys, "build", str(recipe), "--dry-run")
     assert code == 0
     assert "openssh-server=" not in out and "      openssh-server \\" in out
+
+
+# -- --ssh-keys: baked keys from outside, so rebuilds are identical -----------------------------
+
+
+def key_dir(tmp_path, skip=()):
+    keys = tmp_path / "keys"
+    for rel in (
+        *(f"host/ssh_host_{k}_key{s}" for k in ("rsa", "ecdsa", "ed25519") for s in ("", ".pub")),
+        "user/id_rsa",
+        "user/id_rsa.pub",
+    ):
+        if rel in skip:
+            continue
+        path = keys / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kind = "ssh-ed25519 AAAA test\n" if rel.endswith(".pub") else "-----BEGIN OPENSSH\n"
+        path.write_text(kind)
+    return keys
+
+
+def test_ssh_keys_are_copied_not_generated(tmp_path):
+    from imagekit.build import read_ssh_keys
+    from imagekit.render import ContextOptions, write_context
+
+    plan = cpu_plan()
+    keys = read_ssh_keys(key_dir(tmp_path), plan)
+    ctx = render_context(plan, ContextOptions(ssh_keys=keys))
+    assert "COPY imagekit-keys/host/ /etc/ssh/" in ctx.dockerfile
+    assert "COPY imagekit-keys/user/ /root/.ssh/" in ctx.dockerfile
+    assert "ssh-keygen" not in ctx.dockerfile
+    out = write_context(ctx, tmp_path / "ctx")
+    mode = {
+        p.name: p.stat().st_mode & 0o777 for p in (out / "imagekit-keys").rglob("*") if p.is_file()
+    }
+    assert mode["id_rsa"] == mode["authorized_keys"] == mode["ssh_host_ed25519_key"] == 0o600
+    assert mode["id_rsa.pub"] == 0o644
+    assert (out / "imagekit-keys/user/authorized_keys").read_text() == "ssh-ed25519 AAAA test\n"
+
+
+def test_ssh_keys_missing_file_is_one_line_exit_2(capsys, tmp_path):
+    keys = key_dir(tmp_path, skip={"user/id_rsa"})
+    code, out, err = run(
+        capsys, "build", str(RECIPES / "deepspeed-cpu.yaml"), "--ssh-keys", str(keys), "--dry-run"
+    )
+    assert code == 2
+    assert err.strip() == f"ERROR --ssh-keys {keys}: missing user/id_rsa"
