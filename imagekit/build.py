@@ -167,6 +167,9 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
     check_options(options)
     plan, lock = locked_plan(load_recipe(recipe_path), options.locked)
     report(Message(_lock_line(lock)))
+    if options.source_date_epoch is not None and options.normalize:
+        for warning in reproducibility_gaps(plan, options):
+            report(Message(f"warning: not reproducible: {warning}"))
     engine = Engine.connect()
     started = time.monotonic()
     if plan.bootstrap is not None:
@@ -214,6 +217,17 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
         plan=plan,
         normalized=normalized,
     )
+
+
+def reproducibility_gaps(plan: Plan, options: BuildOptions) -> list[str]:
+    """Why two builds of this plan with these options would still differ (README lists
+    what normalization covers; these are the inputs it cannot fix)."""
+    gaps = []
+    if not plan.locked:
+        gaps.append("no fresh lock: apt and pip versions float (`imagekit lock`)")
+    if options.ssh_keys is None and (plan.host_keys == "build" or plan.user_keys == "image"):
+        gaps.append("ssh keys are generated during the build (pass --ssh-keys DIR)")
+    return gaps
 
 
 def _lock_line(lock: LockState) -> str:

@@ -329,3 +329,16 @@ def test_ssh_keys_missing_file_is_one_line_exit_2(capsys, tmp_path):
     )
     assert code == 2
     assert err.strip() == f"ERROR --ssh-keys {keys}: missing user/id_rsa"
+
+
+def test_reproducibility_gaps_name_what_normalization_cannot_fix(tmp_path):
+    from imagekit.build import BuildOptions, reproducibility_gaps
+
+    plan = cpu_plan()
+    gaps = reproducibility_gaps(plan, BuildOptions(source_date_epoch=1))
+    assert gaps == [
+        "no fresh lock: apt and pip versions float (`imagekit lock`)",
+        "ssh keys are generated during the build (pass --ssh-keys DIR)",
+    ]
+    locked = apply_lock(plan, sample_lock(plan))
+    assert reproducibility_gaps(locked, BuildOptions(ssh_keys=key_dir(tmp_path))) == []
