@@ -10,7 +10,8 @@ This step rewrites the saved image instead, then loads the result back into the 
   (file capabilities) as they were;
 - the config's `created` and every history entry's `created` become the epoch; the
   build container's id and config (`container`, `container_config`, a random hostname)
-  are dropped; `rootfs.diff_ids` are recomputed.
+  and the parent image ID the builder records (`config.Image`, which depends on the build
+  cache) are dropped; `rootfs.diff_ids` are recomputed.
 
 File *contents* are not touched here: what varies inside files (package-manager logs,
 caches, bytecode, keys) is kept out of layers by the Dockerfile itself, see README.
@@ -97,6 +98,9 @@ def normalize_config(config: dict[str, Any], diff_ids: list[str], epoch: int) ->
     result["rootfs"] = {"type": "layers", "diff_ids": diff_ids}
     inner = dict(result.get("config") or {})
     inner["Hostname"] = ""
+    # The legacy builder records the previous step's image ID here: it depends on what the
+    # build cache held, not on what the image is.
+    inner.pop("Image", None)
     result["config"] = inner
     return result
 

@@ -80,7 +80,8 @@ def test_failed_step_is_named_and_moves_no_tag(engine, cpu_image):
     result = imagekit("build", str(broken), "--plain")
     assert result.returncode == 5, result.stderr[-2000:]
     assert "imagekit-no-such-package" in result.stderr
-    assert "ERROR step " in result.stderr and "failed: RUN apt-get update" in result.stderr
+    assert "ERROR step " in result.stderr and "failed: RUN imagekit-apt-install" in result.stderr
+    assert "E: Unable to locate package imagekit-no-such-package" in result.stderr
     assert "Traceback" not in result.stderr
     assert engine.inspect_image(ref)["Id"] == cpu_image.image_id
     leftovers = engine.api.containers(all=True, filters={"status": "exited"})

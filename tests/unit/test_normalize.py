@@ -80,7 +80,12 @@ def built_config(created: str, container: str) -> dict:
         "created": created,
         "container": container,
         "container_config": {"Hostname": container[:12], "Cmd": ["/bin/sh"]},
-        "config": {"Hostname": container[:12], "Env": ["PATH=/usr/bin"], "Labels": {"a": "b"}},
+        "config": {
+            "Hostname": container[:12],
+            "Env": ["PATH=/usr/bin"],
+            "Labels": {"a": "b"},
+            "Image": "sha256:" + container,  # the parent step's image: depends on the cache
+        },
         "history": [
             {"created": created, "created_by": "RUN apt-get install"},
             {"created": created, "created_by": "ENV A=1", "empty_layer": True},
