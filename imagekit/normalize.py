@@ -35,6 +35,7 @@ from imagekit.engine import Engine, Message, Reporter
 DROPPED_PAX = frozenset({"mtime", "atime", "ctime"})
 DROPPED_CONFIG = ("container", "container_config")
 CACHE_REPOSITORY = "imagekit-normalized"  # source image id -> its normalized image
+NORMALIZATION = 2  # bump when the rewrite changes: remembered results of older ones are stale
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ def normalize_image(engine: Engine, image_id: str, epoch: int, report: Reporter)
     The result is remembered by tag, so re-normalizing a cached rebuild costs nothing."""
     started = time.monotonic()
     source = engine.inspect_image(image_id)["Id"]
-    memo = f"{CACHE_REPOSITORY}:{source.removeprefix('sha256:')[:24]}-{epoch}"
+    memo = f"{CACHE_REPOSITORY}:{source.removeprefix('sha256:')[:24]}-{epoch}-v{NORMALIZATION}"
     if engine.image_exists(memo):
         done = engine.inspect_image(memo)["Id"]
         report(Message(f"normalize: reusing {done[:19]} (same build, same epoch)"))
