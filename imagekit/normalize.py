@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from imagekit.engine import Engine, Message, Reporter
+from imagekit.errors import BuildError
 
 DROPPED_PAX = frozenset({"mtime", "atime", "ctime"})
 DROPPED_CONFIG = ("container", "container_config")
@@ -193,11 +194,20 @@ def normalize_image(engine: Engine, image_id: str, epoch: int, report: Reporter)
         report(Message(f"normalize: reusing {done[:19]} (same build, same epoch)"))
         return Normalized(done, source, 0, 0, 0, time.monotonic() - started, reused=True)
     report(Message(f"normalize: rewriting layers and config at SOURCE_DATE_EPOCH={epoch}"))
-    with tempfile.TemporaryDirectory(prefix="imagekit-normalize-") as tmp:
-        with engine.saved_image(source) as stream:
-            archive = normalize_archive(stream, Path(tmp), epoch)
-        report(Message(f"normalize: loading {archive.image_id[:19]} ({archive.size / 1e9:.2f} GB)"))
-        engine.load_archive(archive.chunks(), archive.image_id)
+    try:
+        with tempfile.TemporaryDirectory(prefix="imagekit-normalize-") as tmp:
+            with engine.saved_image(source) as stream:
+                archive = normalize_archive(stream, Path(tmp), epoch)
+            size = f"{archive.size / 1e9:.2f} GB"
+            report(Message(f"normalize: loading {archive.image_id[:19]} ({size})"))
+            engine.load_archive(archive.chunks(), archive.image_id)
+    except OSError as exc:
+        # The rewritten layers are staged in TMPDIR: it needs about the image's size free.
+        raise BuildError(
+            f"normalizing {source[:19]} failed in {tempfile.gettempdir()}: "
+            f"{exc.strerror or exc} (it needs about the image's size free; "
+            "set TMPDIR, or build with --no-normalize)"
+        ) from None
     engine.tag(archive.image_id, memo)
     return Normalized(
         image_id=archive.image_id,

@@ -142,3 +142,28 @@ def test_archive_for_docker_load_is_consistent(tmp_path):
     assert json.loads(config_raw)["rootfs"]["diff_ids"] == layer_digests
     assert layer_digests[0] == layer_digests[1]  # same content, different times
     assert archive.clamped == 8
+
+
+class FakeEngine:
+    """Just enough engine for normalize_image's bookkeeping (pure logic under test)."""
+
+    def inspect_image(self, ref):
+        return {"Id": "sha256:" + "a" * 64}
+
+    def image_exists(self, ref):
+        return False
+
+
+def test_no_room_to_normalize_is_one_build_error(tmp_path, monkeypatch):
+    import tempfile
+
+    import pytest
+
+    from imagekit.errors import BuildError
+    from imagekit.normalize import normalize_image
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    with pytest.raises(BuildError) as info:
+        normalize_image(FakeEngine(), "x", EPOCH, lambda event: None)
+    assert "normalizing sha256:aaaaaaaaaaaa failed in" in info.value.message
+    assert "--no-normalize" in info.value.message
