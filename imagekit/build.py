@@ -232,8 +232,7 @@ def reproducibility_gaps(plan: Plan, options: BuildOptions) -> list[str]:
 
 def _lock_line(lock: LockState) -> str:
     if lock.usable:
-        apt = sum(len(v) for v in lock.lock.apt.values())
-        pip = sum(len(v) for v in lock.lock.pip.values())
+        apt, pip = lock.lock.counts
         return f"lock {lock.path}: {apt} apt and {pip} pip packages pinned"
     if lock.stale:
         return (

@@ -52,8 +52,7 @@ def lock_lines(result) -> list[str]:
     lock = result.lock
     if not result.written:
         return [f"[green]up to date[/] {escape(str(result.path))} (--upgrade re-resolves)"]
-    apt = sum(len(v) for v in lock.apt.values())
-    pip = sum(len(v) for v in lock.pip.values())
+    apt, pip = lock.counts
     lines = [f"[green]wrote[/] {escape(str(result.path))}: {apt} apt, {pip} pip packages pinned"]
     if not result.changes:
         lines.append("  no changes")

@@ -77,6 +77,14 @@ class Lock(_Strict):
     pip: dict[str, list[PipPin]] = {}  # pip stage -> pins, installed with --no-deps
     tarballs: dict[str, dict[str, str]] = {}  # name -> {url, sha256}
 
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(apt pins, pip pins) over every stage."""
+        return (
+            sum(len(v) for v in self.apt.values()),
+            sum(len(v) for v in self.pip.values()),
+        )
+
     def apt_pins(self, stage: str) -> tuple[str, ...]:
         return tuple(
             f"{name}={version}" for name, version in sorted(self.apt.get(stage, {}).items())
@@ -315,16 +323,27 @@ def _closure(roots: list[Requirement], items: dict[str, Any], env: dict[str, str
     return order
 
 
-def _pin(item: dict[str, Any], local_hashes: dict[str, str]) -> PipPin:
-    info = item["download_info"]
-    url = info["url"]
-    filename = unquote(url.rsplit("/", 1)[-1].split("#", 1)[0])
-    archive = info.get("archive_info", {})
+def unhashed_files(report: dict[str, Any]) -> set[str]:
+    """File names pip's report gives no sha256 for: only those need hashing here."""
+    return {_file_name(item) for item in report.get("install", []) if _report_sha256(item) is None}
+
+
+def _file_name(item: dict[str, Any]) -> str:
+    return unquote(item["download_info"]["url"].rsplit("/", 1)[-1].split("#", 1)[0])
+
+
+def _report_sha256(item: dict[str, Any]) -> str | None:
+    archive = item["download_info"].get("archive_info", {})
     sha = (archive.get("hashes") or {}).get("sha256")
     if sha is None and archive.get("hash", "").startswith("sha256="):
         sha = archive["hash"].split("=", 1)[1]
-    if sha is None:
-        sha = local_hashes.get(filename)
+    return sha
+
+
+def _pin(item: dict[str, Any], local_hashes: dict[str, str]) -> PipPin:
+    url = item["download_info"]["url"]
+    filename = _file_name(item)
+    sha = _report_sha256(item) or local_hashes.get(filename)
     name = item["metadata"]["name"]
     if sha is None:
         raise LockError(f"pip package {name}: no sha256 known for {url}")

@@ -36,6 +36,7 @@ from imagekit.lock import (
     missing_apt_pins,
     parse_apt_simulation,
     pip_stage_pins,
+    unhashed_files,
 )
 from imagekit.plan import Plan, make_plan
 from imagekit.recipe import load_recipe
@@ -149,19 +150,20 @@ def _resolve_pip(
         pip_report = json.loads(report_text)
     except json.JSONDecodeError:
         raise LockError("pip resolution: pip wrote no readable report") from None
-    local = _wheelhouse_hashes(options.wheelhouse)
+    local = _wheelhouse_hashes(options.wheelhouse, unhashed_files(pip_report))
     pins = pip_stage_pins(pip_report, {s.stage: s.requirements for s in plan.pip_steps}, local)
     for stage, stage_pins in pins.items():
         report(Message(f"pip: {stage}: {len(stage_pins)} packages"))
     return pins
 
 
-def _wheelhouse_hashes(wheelhouse: Path | None) -> dict[str, str]:
-    if wheelhouse is None:
+def _wheelhouse_hashes(wheelhouse: Path | None, names: set[str]) -> dict[str, str]:
+    """sha256 of the wheelhouse files pip reported without one (pip usually hashes them)."""
+    if wheelhouse is None or not names:
         return {}
     hashes = {}
     for wheel in sorted(wheelhouse.glob("*")):
-        if wheel.is_file():
+        if wheel.is_file() and wheel.name in names:
             digest = hashlib.sha256()
             with wheel.open("rb") as fh:
                 for chunk in iter(lambda: fh.read(1 << 20), b""):

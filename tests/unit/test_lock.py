@@ -25,6 +25,7 @@ from imagekit.lock import (
     parse_apt_simulation,
     pip_stage_pins,
     read_lock,
+    unhashed_files,
 )
 from imagekit.plan import make_plan
 from imagekit.recipe import load_recipe
@@ -150,6 +151,8 @@ def test_pip_pin_without_hash_uses_local_file_hash_or_fails():
     local = {"torch-2.13.0+cpu.whl": "c" * 64}
     pins = pip_stage_pins(report, {"torch": ("torch",)}, local)
     assert pins["torch"][0].sha256 == "c" * 64
+    assert unhashed_files(report) == {"torch-2.13.0+cpu.whl"}
+    assert unhashed_files(PIP_REPORT) == set()
     with pytest.raises(LockError, match="torch: no sha256 known"):
         pip_stage_pins(report, {"torch": ("torch",)}, {})
 
