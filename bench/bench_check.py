@@ -14,10 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, table  # noqa: E402
 
-from imagekit.checks.profiles import load_profile  # noqa: E402
 from imagekit.checks.runner import run_checks  # noqa: E402
+from imagekit.loader import load_recipe  # noqa: E402
 from imagekit.plan import make_plan  # noqa: E402
-from imagekit.recipe import load_recipe  # noqa: E402
+from imagekit.profiles import load_profile  # noqa: E402
 
 IMAGE = make_plan(load_recipe(ROOT / "recipes" / "deepspeed-cpu.yaml")).image
 

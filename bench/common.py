@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from imagekit.build import BuildOptions, build
+from imagekit.build import BuildInputs, BuildOptions, build
 from imagekit.engine import Log, Step
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +25,8 @@ def build_options(**overrides) -> BuildOptions:
         "normalize": False,  # measured on its own in bench_repro.py
     }
     base.update(overrides)
-    return BuildOptions(**base)
+    inputs = {k: base.pop(k) for k in ("ca_bundle", "wheelhouse", "ssh_keys") if k in base}
+    return BuildOptions(inputs=BuildInputs(**inputs), **base)
 
 
 @dataclass
@@ -52,10 +53,10 @@ class StepLog:
 
 
 def timed_lock(recipe: Path, upgrade: bool = False):
-    from imagekit.locking import lock_recipe
+    from imagekit.resolve import lock_recipe
 
     started = time.monotonic()
-    result = lock_recipe(recipe, build_options(), StepLog(), upgrade=upgrade)
+    result = lock_recipe(recipe, build_options().inputs, StepLog(), upgrade=upgrade)
     return result, time.monotonic() - started
 
 

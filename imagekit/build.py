@@ -16,13 +16,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from imagekit.aptauth import apt_build_args, parse_mirror
 from imagekit.base import base_content_digest, ensure_base
+from imagekit.credentials import find as find_credentials
+from imagekit.credentials import secret_name
 from imagekit.engine import Engine, Message, Reporter
-from imagekit.errors import BuildError, UsageError
-from imagekit.lock import LockError, LockState, locked_plan
+from imagekit.errors import BuildError, LockError, UsageError
+from imagekit.loader import load_recipe
+from imagekit.lockfile import LockState, locked_plan
 from imagekit.normalize import Normalized, normalize_image
 from imagekit.plan import Plan
-from imagekit.recipe import load_recipe
 from imagekit.render import ContextOptions, render_context, write_context
 
 IMAGE_REF = re.compile(
@@ -33,19 +36,30 @@ IMAGE_REF = re.compile(
 
 
 @dataclass(frozen=True)
-class BuildOptions:
-    tags: tuple[str, ...] = ()
-    no_cache: bool = False
-    pull: bool = False
-    build_args: dict[str, str] = field(default_factory=dict)
+class BuildInputs:
+    """Where packages and keys come from during a build, or during a lock's resolution.
+    None of it reaches the final image (templates/Dockerfile.j2 keeps it in builder stages)."""
+
     ca_bundle: Path | None = None
     wheelhouse: Path | None = None
     index_url: str | None = None
     extra_index_urls: tuple[str, ...] = ()
     apt_mirror: str | None = None
+    final_apt_sources: str = "mirror"  # or "public": the image's sources name the archive
+    ssh_keys: Path | None = None  # baked keys from this directory instead of ssh-keygen
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What a build does with its inputs: tags, cache, reproducibility."""
+
+    inputs: BuildInputs = BuildInputs()
+    tags: tuple[str, ...] = ()
+    no_cache: bool = False
+    pull: bool = False
+    build_args: dict[str, str] = field(default_factory=dict)
     source_date_epoch: int | None = None
     locked: bool = False  # fail unless the recipe's lock exists and is fresh
-    ssh_keys: Path | None = None  # baked keys from this directory instead of ssh-keygen
     normalize: bool = True  # with source_date_epoch: rewrite times out of layers and config
 
 
@@ -59,33 +73,48 @@ class BuildResult:
     normalized: Normalized | None = None
 
 
-def check_options(options: BuildOptions) -> None:
+def check_inputs(inputs: BuildInputs) -> None:
     """Reject bad build inputs before anything is built (one line, naming the flag)."""
-    if options.ca_bundle is not None:
-        ca = options.ca_bundle
+    if inputs.ca_bundle is not None:
+        ca = inputs.ca_bundle
         if not ca.is_file():
             raise UsageError(f"--ca-bundle {ca}: no such file")
         head = ca.read_bytes()[: 1 << 20]
         if b"-----BEGIN CERTIFICATE-----" not in head:
             raise UsageError(f"--ca-bundle {ca}: not a PEM certificate bundle")
-    if options.wheelhouse is not None:
-        wh = options.wheelhouse
+    if inputs.apt_mirror:
+        parse_mirror(inputs.apt_mirror)
+    if inputs.wheelhouse is not None:
+        wh = inputs.wheelhouse
         if not wh.is_dir():
             raise UsageError(f"--wheelhouse {wh}: no such directory")
         if not any(wh.glob("*.whl")):
             raise UsageError(f"--wheelhouse {wh}: contains no .whl files")
+
+
+def check_options(options: BuildOptions) -> None:
+    check_inputs(options.inputs)
+    for key, value in options.build_args.items():
+        # The legacy builder writes every build argument a RUN sees into the image history.
+        if secret_name(key) or find_credentials(value):
+            raise UsageError(
+                f"--build-arg {key}: looks like a secret, and build arguments are recorded in "
+                "the image history; use --apt-mirror/--index-url credentials or mount it at "
+                "run time"
+            )
     for tag in options.tags:
         if not IMAGE_REF.match(tag):
             raise UsageError(f"--tag {tag!r}: not a valid image reference ([host/]name[:tag])")
 
 
-def context_options(options: BuildOptions, plan: Plan | None = None) -> ContextOptions:
+def context_options(inputs: BuildInputs, plan: Plan | None = None) -> ContextOptions:
     return ContextOptions(
-        index_url=options.index_url,
-        extra_index_urls=options.extra_index_urls,
-        wheelhouse=options.wheelhouse,
-        ca_bundle=options.ca_bundle,
-        ssh_keys=read_ssh_keys(options.ssh_keys, plan) if plan and options.ssh_keys else None,
+        index_url=inputs.index_url,
+        extra_index_urls=inputs.extra_index_urls,
+        wheelhouse=inputs.wheelhouse,
+        ca_bundle=inputs.ca_bundle,
+        ssh_keys=read_ssh_keys(inputs.ssh_keys, plan) if plan and inputs.ssh_keys else None,
+        public_apt_sources=bool(inputs.apt_mirror) and inputs.final_apt_sources == "public",
     )
 
 
@@ -160,7 +189,7 @@ def _git_labels(recipe_path: Path) -> dict[str, str]:
 def dry_run(recipe_path: Path, options: BuildOptions) -> tuple[Plan, str]:
     check_options(options)
     plan, _ = locked_plan(load_recipe(recipe_path), options.locked)
-    return plan, render_context(plan, context_options(options, plan)).dockerfile
+    return plan, render_context(plan, context_options(options.inputs, plan)).dockerfile
 
 
 def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildResult:
@@ -177,26 +206,25 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
     if plan.locked:
         _check_base(plan, lock, engine, options, report)
     build_args = dict(options.build_args)
-    if options.apt_mirror:
-        build_args["APT_MIRROR"] = options.apt_mirror
     if options.source_date_epoch is not None and options.normalize and plan.prebuild_ops:
         build_args["SOURCE_DATE_EPOCH"] = str(options.source_date_epoch)
     workdir = Path(tempfile.mkdtemp(prefix=f"imagekit-{plan.name}-"))
     try:
         context_dir = write_context(
-            render_context(plan, context_options(options, plan)), workdir / "context"
+            render_context(plan, context_options(options.inputs, plan)), workdir / "context"
         )
-        try:
-            outcome = engine.build(
-                context_dir,
-                report=report,
-                no_cache=options.no_cache,
-                pull=options.pull and plan.bootstrap is None,
-                build_args=build_args,
-                labels=build_labels(plan, recipe_path, options.source_date_epoch),
-            )
-        except BuildError as exc:
-            raise _vanished_pins(exc, lock, recipe_path) or exc from None
+        with apt_build_args(options.inputs.apt_mirror, engine, report) as apt_args:
+            try:
+                outcome = engine.build(
+                    context_dir,
+                    report=report,
+                    no_cache=options.no_cache,
+                    pull=options.pull and plan.bootstrap is None,
+                    build_args={**build_args, **apt_args},
+                    labels=build_labels(plan, recipe_path, options.source_date_epoch),
+                )
+            except BuildError as exc:
+                raise _vanished_pins(exc, lock, recipe_path) or exc from None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     image_id = outcome.image_id
@@ -225,7 +253,7 @@ def reproducibility_gaps(plan: Plan, options: BuildOptions) -> list[str]:
     gaps = []
     if not plan.locked:
         gaps.append("no fresh lock: apt and pip versions float (`imagekit lock`)")
-    if options.ssh_keys is None and (plan.host_keys == "build" or plan.user_keys == "image"):
+    if options.inputs.ssh_keys is None and (plan.host_keys == "build" or plan.user_keys == "image"):
         gaps.append("ssh keys are generated during the build (pass --ssh-keys DIR)")
     return gaps
 

@@ -6,6 +6,7 @@ an exit code; `imagekit --debug CMD` (or IMAGEKIT_DEBUG=1) shows the traceback i
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -14,13 +15,22 @@ from dataclasses import asdict
 from pathlib import Path
 
 import click
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from imagekit import __version__, api, display
-from imagekit.errors import CheckFailedError, ImagekitError, LintFailedError, UsageError
-from imagekit.progress import PlainReporter, reporter_for
+from imagekit import __version__, display, signals
+from imagekit.errors import (
+    CheckFailedError,
+    ImagekitError,
+    LintFailedError,
+    SmokeFailedError,
+    UsageError,
+)
+from imagekit.files import write_json_atomic
+from imagekit.paths import DEFAULT_RECIPES_DIR, DEFAULT_RENDERS_DIR
+
+# Start-up time is part of the interface (`imagekit mpirun` runs in job scripts): each
+# command imports what it needs (recipes and pydantic, templates, docker, pytest) itself.
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -48,7 +58,9 @@ def cli(debug: bool) -> None:
 @click.argument("recipes", nargs=-1, required=True, type=RecipeArg)
 def validate(recipes: tuple[Path, ...]) -> None:
     """Validate RECIPES: schema, versions and compatibility rules."""
-    for result in api.validate(list(recipes)):
+    from imagekit.loader import validate as validate_recipes
+
+    for result in validate_recipes(list(recipes)):
         echo_lines([f"[yellow]WARNING[/] {escape(w)}" for w in result.warnings], err)
         out.print(f"[green]ok[/] {escape(str(result.loaded.path))}: {', '.join(result.plan.tags)}")
 
@@ -65,25 +77,28 @@ def validate(recipes: tuple[Path, ...]) -> None:
 @click.option(
     "--recipes-dir",
     type=click.Path(path_type=Path, file_okay=False),
-    default=api.DEFAULT_RECIPES_DIR,
+    default=DEFAULT_RECIPES_DIR,
     show_default=True,
     help="Where to find recipes when none are given.",
 )
 @click.option(
     "--renders-dir",
     type=click.Path(path_type=Path, file_okay=False),
-    default=api.DEFAULT_RENDERS_DIR,
+    default=DEFAULT_RENDERS_DIR,
     show_default=True,
     help="Where committed renders live.",
 )
 def render(recipes, output, check, recipes_dir, renders_dir) -> None:
     """Render RECIPES (default: every recipe in recipes/) to Docker build contexts."""
-    paths = api.recipe_paths(list(recipes), recipes_dir)
+    from imagekit.loader import recipe_paths
+    from imagekit.render import check_renders, render_recipes
+
+    paths = recipe_paths(list(recipes), recipes_dir)
     if check:
-        for committed in api.check_renders(paths, renders_dir):
+        for committed in check_renders(paths, renders_dir):
             out.print(f"[green]up to date[/] {escape(str(committed))}/")
         return
-    for written in api.render(paths, output, renders_dir):
+    for written in render_recipes(paths, output, renders_dir):
         out.print(f"[green]rendered[/] {escape(str(written))}/")
 
 
@@ -115,10 +130,29 @@ def _key_value(ctx, param, values: tuple[str, ...]) -> dict[str, str]:
 
 
 def build_inputs(command):
-    """Where packages come from during a build or a lock's resolution; never in the image."""
+    """Where packages come from during a build or a lock's resolution; never in the image.
+    The options arrive in the command as one `inputs` argument (a build.BuildInputs)."""
+
+    @functools.wraps(command)
+    def with_inputs(**kw):
+        from imagekit.build import BuildInputs
+
+        fields = {name: kw.pop(name) for name in _BUILD_INPUT_NAMES if name in kw}
+        return command(inputs=BuildInputs(**fields), **kw)
+
     for option in reversed(_BUILD_INPUT_OPTIONS):
-        command = option(command)
-    return command
+        with_inputs = option(with_inputs)
+    return with_inputs
+
+
+_BUILD_INPUT_NAMES = (
+    "ca_bundle",
+    "wheelhouse",
+    "index_url",
+    "extra_index_urls",
+    "apt_mirror",
+    "final_apt_sources",
+)
 
 
 _BUILD_INPUT_OPTIONS = [
@@ -141,7 +175,16 @@ _BUILD_INPUT_OPTIONS = [
     click.option(
         "--apt-mirror",
         envvar="IMAGEKIT_APT_MIRROR",
-        help="Debian/Ubuntu mirror URL replacing deb.debian.org / archive.ubuntu.com.",
+        help="Debian/Ubuntu mirror URL replacing deb.debian.org / archive.ubuntu.com. "
+        "Credentials in it (http://user:TOKEN@host/...) reach apt during the build only.",
+    ),
+    click.option(
+        "--final-apt-sources",
+        type=click.Choice(["mirror", "public"]),
+        default="mirror",
+        show_default=True,
+        help="With --apt-mirror: the image's apt sources name the mirror (never its "
+        "credentials) or go back to the public archive.",
     ),
 ]
 
@@ -202,11 +245,16 @@ _BUILD_INPUT_OPTIONS = [
     type=FileOut,
     help="Also write a CycloneDX SBOM of the built image to this file.",
 )
-def build(recipe: Path, plain: bool, dry_run: bool, sbom_path: Path | None, **kw) -> None:
+def build(
+    recipe: Path, inputs, ssh_keys: Path | None, plain: bool, dry_run: bool, sbom_path, **kw
+) -> None:
     """Build RECIPE into an image on the Docker engine (DOCKER_HOST is honoured)."""
-    from imagekit import build as builder
+    from dataclasses import replace
 
-    options = builder.BuildOptions(**kw)
+    from imagekit import build as builder
+    from imagekit.progress import reporter_for
+
+    options = builder.BuildOptions(inputs=replace(inputs, ssh_keys=ssh_keys), **kw)
     if dry_run:
         plan, dockerfile = builder.dry_run(recipe, options)
         echo_lines(display.plan_lines(plan))
@@ -219,8 +267,10 @@ def build(recipe: Path, plain: bool, dry_run: bool, sbom_path: Path | None, **kw
         reporter.close()
     echo_lines(display.build_lines(result))
     if sbom_path is not None:
-        body = api.sbom(result.image_id)
-        api.write_json(body, sbom_path)
+        from imagekit.inventory import sbom_of
+
+        body = sbom_of(result.image_id, recipe)
+        write_json_atomic(sbom_path, body)
         out.print(f"  sbom  {escape(str(sbom_path))} ({len(body['components'])} components)")
 
 
@@ -229,14 +279,14 @@ def build(recipe: Path, plain: bool, dry_run: bool, sbom_path: Path | None, **kw
 @click.option("--upgrade", is_flag=True, help="Re-resolve everything, even when the lock is fresh.")
 @build_inputs
 @click.option("--plain", is_flag=True, help="Plain log instead of a progress display.")
-def lock(recipe: Path, upgrade: bool, plain: bool, **kw) -> None:
+def lock(recipe: Path, upgrade: bool, plain: bool, inputs) -> None:
     """Pin RECIPE's base, apt and pip packages (with sha256) in RECIPE.lock."""
-    from imagekit import build as builder
-    from imagekit.locking import lock_recipe
+    from imagekit.progress import reporter_for
+    from imagekit.resolve import lock_recipe
 
     reporter = reporter_for(err, plain)
     try:
-        result = lock_recipe(recipe, builder.BuildOptions(**kw), reporter, upgrade=upgrade)
+        result = lock_recipe(recipe, inputs, reporter, upgrade=upgrade)
     finally:
         reporter.close()
     echo_lines(display.lock_lines(result))
@@ -257,32 +307,38 @@ def lock(recipe: Path, upgrade: bool, plain: bool, **kw) -> None:
 @click.option(
     "--port", type=click.IntRange(1, 65535), help="Expected sshd port (overrides the profile)."
 )
-@click.option("--report", "report_path", type=FileOut, help="Also write the report to this file.")
+@click.option(
+    "--report",
+    "report_paths",
+    type=FileOut,
+    multiple=True,
+    help="Also write the report to this file (repeatable; format from .json/.xml/.md).",
+)
 @click.option(
     "--format",
     "fmt",
     type=click.Choice(["json", "junit", "markdown"]),
-    default="json",
-    show_default=True,
-    help="Format of --report.",
+    help="Format of every --report (default: from each file's suffix).",
 )
-def check_cmd(image, profile, recipe, port, report_path, fmt) -> None:
+def check_cmd(image, profile, recipe, port, report_paths, fmt) -> None:
     """Check IMAGE (any image, built by imagekit or not; or a RECIPE's image) against a profile."""
-    from imagekit.checks.profiles import load_profile
-    from imagekit.checks.report import write_report
+    from imagekit.checks.report import report_format, write_report
     from imagekit.checks.runner import run_checks
+    from imagekit.loader import resolve_target
+    from imagekit.profiles import load_profile
 
     chosen = load_profile(profile)
-    image, target_recipe = api.resolve_target(image)
+    reports = [(path, report_format(path, fmt)) for path in report_paths]  # before any work
+    image, target_recipe = resolve_target(image)
     result = run_checks(
         image, chosen, lambda event: None, recipe=recipe or target_recipe, port=port
     )
     table, summary = display.check_table(result)
     out.print(table)
     out.print(summary)
-    if report_path is not None:
-        write_report(result, report_path, fmt)
-        out.print(f"report written to {escape(str(report_path))} ({fmt})")
+    for path, kind in reports:  # one check run, every report from it
+        write_report(result, path, kind)
+        out.print(f"report written to {escape(str(path))} ({kind})")
     if not result.passed:
         failed = ", ".join(sorted(result.failed_requirements()))
         raise CheckFailedError(f"{image}: failed {failed} under profile {chosen.name}")
@@ -323,16 +379,25 @@ def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], .
     help="Copy a file or directory into every container (repeatable).",
 )
 @click.option("--workdir", help="Directory the command runs in (inside the launcher).")
+@click.option(
+    "--operator",
+    type=click.Choice(["mpi-operator", "trainer-v2"]),
+    default="mpi-operator",
+    show_default=True,
+    help="Whose layout to imitate: host names, hostfile, launcher environment, Secret keys.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def smoke(image: str, **kw) -> None:
     """Run an MPIJob the way the operator does: launcher + workers over real ssh and mpirun.
 
     COMMAND (after --) runs in the launcher; the default is the platform's recommended mpirun
     line running a probe that reports every rank's host, rank and world size."""
-    from imagekit.smoke import SmokeFailedError, SmokeOptions
+    from imagekit.loader import resolve_target
+    from imagekit.progress import PlainReporter
+    from imagekit.smoke import SmokeOptions
     from imagekit.smoke import smoke as run_smoke
 
-    result = run_smoke(api.resolve_target(image)[0], SmokeOptions(**kw), PlainReporter(err))
+    result = run_smoke(resolve_target(image)[0], SmokeOptions(**kw), PlainReporter(err))
     table, lines = display.smoke_table(result)
     if table is not None:
         out.print(table)
@@ -356,6 +421,12 @@ def smoke(image: str, **kw) -> None:
 @click.option("--debug", is_flag=True, help="The debugging set (L9) instead of production.")
 @click.option("--env", multiple=True, metavar="VAR[=VALUE]", help="Extra -x variable (repeatable).")
 @click.option("--recipe", type=RecipeArg, help="Leave out MCA parameters the image already sets.")
+@click.option(
+    "--openmpi",
+    "openmpi_major",
+    type=click.Choice(["4", "5"]),
+    help="The image's Open MPI major (default: from --recipe, else 4); 5 uses PRRTE's names.",
+)
 @click.option("--timeout", default=3600, show_default=True, help="mpirun -timeout seconds (L10).")
 @click.option("--workdir", help="-wdir for every rank (L11).")
 @click.option(
@@ -368,7 +439,11 @@ def smoke(image: str, **kw) -> None:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def mpirun_cmd(profile, recipe, fmt, env, **kw):
     """Print the recommended mpirun line for WORKERS x SLOTS ranks running COMMAND."""
-    line = api.mpirun_line({**kw, "env": tuple(env)}, recipe, profile)
+    import yaml
+
+    from imagekit.launch import mpirun_line
+
+    line = mpirun_line({**kw, "env": tuple(env)}, recipe, profile)
     echo_lines([f"[dim]# {escape(note)}[/]" for note in line.notes], err)
     if fmt == "json":
         click.echo(json.dumps(line.argv))
@@ -394,16 +469,24 @@ def mpirun_cmd(profile, recipe, fmt, env, **kw):
     help="Does the image set OMPI_ALLOW_RUN_AS_ROOT=1 (R8/L14)?",
 )
 @click.option(
+    "--openmpi",
+    "openmpi_major",
+    type=click.Choice(["4", "5"]),
+    help="The image's Open MPI major: 5 flags what PRRTE ignores or refuses (K3).",
+)
+@click.option("--recipe", type=RecipeArg, help="Take the Open MPI major from this recipe.")
+@click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-def lint_cmd(command, source, workers, slots, debugging, root_env, fmt):
-    """Check an mpirun COMMAND line against the platform's launch rules (L1-L14)."""
-    from imagekit.launch import LintContext, lint
+def lint_cmd(command, source, workers, slots, debugging, root_env, openmpi_major, recipe, fmt):
+    """Check an mpirun COMMAND line against the platform's launch rules (L1-L14, K3)."""
+    from imagekit.launch import LintContext, lint, openmpi_major_of
 
     if (command is None) == (source is None):
         raise UsageError("give the command as an argument or with --file (not both)")
     text = sys.stdin.read() if command == "-" else command if command is not None else source.read()
-    findings = lint(text, LintContext(workers, slots, not debugging, root_env))
+    major = openmpi_major_of(openmpi_major, recipe)
+    findings = lint(text, LintContext(workers, slots, not debugging, root_env, major))
     errors = sorted({f.lid for f in findings if f.severity == "error"})
     if fmt == "json":
         click.echo(
@@ -422,12 +505,32 @@ def lint_cmd(command, source, workers, slots, debugging, root_env, fmt):
 @click.option("--slots", type=int, required=True)
 @click.option("--gpus-per-worker", type=int, default=0, show_default=True)
 @click.option("--shm-size", default="1Gi", show_default=True, help="/dev/shm emptyDir size.")
+@click.option(
+    "--operator",
+    type=click.Choice(["mpi-operator", "trainer-v2"]),
+    default="mpi-operator",
+    show_default=True,
+    help="mpi-operator: an MPIJob (kubeflow.org/v2beta1); trainer-v2: a TrainingRuntime and "
+    "the TrainJob using it (trainer.kubeflow.org/v1alpha1).",
+)
 @click.option("-o", "--output", type=FileOut)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def mpijob(target, name, workers, slots, gpus_per_worker, shm_size, output, command):
-    """Render a Kubeflow MPIJob (kubeflow.org/v2beta1) for TARGET (a recipe or an image)."""
-    manifest = api.mpijob_manifest(target, name, workers, slots, command, gpus_per_worker, shm_size)
-    text = yaml.safe_dump(manifest, sort_keys=False)
+def mpijob(target, name, workers, slots, gpus_per_worker, shm_size, operator, output, command):
+    """Render the manifests of an MPI training job for TARGET (a recipe or an image)."""
+    import yaml
+
+    from imagekit.launch import mpijob_manifest
+
+    documents = mpijob_manifest(
+        target, name, workers, slots, command, gpus_per_worker, shm_size, operator
+    )
+    text = yaml.safe_dump_all(documents, sort_keys=False)
+    if operator == "trainer-v2":
+        err.print(
+            "[yellow]WARNING[/] Trainer v2 mounts its Secret's key with mode 0640 for a non-root "
+            "user (fsGroup); the ssh client of an image running as root ignores such a key (K5). "
+            "Prove the pair with `imagekit smoke IMAGE --operator trainer-v2` first."
+        )
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -465,10 +568,12 @@ def mpijob(target, name, workers, slots, gpus_per_worker, shm_size, output, comm
 )
 def publish(target, moving, require_check, **kw):
     """Push TARGET (a recipe's image, or any image) to a registry, checked and immutable."""
+    from imagekit.loader import publish_target
+    from imagekit.progress import PlainReporter
     from imagekit.publish import PublishOptions
     from imagekit.publish import publish as run_publish
 
-    image, recipe_moving = api.publish_target(target)
+    image, recipe_moving = publish_target(target)
     if require_check is None:
         require_check = os.environ.get("CI") == "true"
     options = PublishOptions(moving_tags=moving or recipe_moving, require_check=require_check, **kw)
@@ -484,17 +589,38 @@ def publish(target, moving, require_check, **kw):
 @click.argument("image_b")
 @click.option("--no-files", is_flag=True, help="Skip the file level (faster: no layer export).")
 @click.option(
+    "--strict",
+    is_flag=True,
+    help="Also show what normalisation would change: file and history times, layer digests.",
+)
+@click.option(
+    "--report-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write both versions of each differing file (a/, b/: for diffoscope) and summary.json.",
+)
+@click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-def diff_cmd(image_a, image_b, no_files, fmt):
-    """What differs between two images: config, packages (dpkg, pip) and files."""
+def diff_cmd(image_a, image_b, no_files, strict, report_dir, fmt):
+    """What differs between two images: config, packages, layers and files (type, mode,
+    owner, link target, xattrs, content). Exit 0 when identical, 1 when they differ."""
+    from imagekit.inventory import diff_images
+    from imagekit.loader import resolve_target
+
+    if no_files and report_dir is not None:
+        raise UsageError("--report-dir needs the file level: drop --no-files")
+    a, b = resolve_target(image_a)[0], resolve_target(image_b)[0]
     with err.status(f"reading {escape(image_a)} and {escape(image_b)}"):
-        result = api.diff_images(image_a, image_b, with_files=not no_files)
+        result = diff_images(a, b, not no_files, strict, report_dir)
     if fmt == "json":
         sections = {k: [asdict(c) for c in v] for k, v in result.sections().items()}
         click.echo(json.dumps(sections, indent=2))
     else:
         echo_lines(display.diff_lines(result))
+    if report_dir is not None:
+        err.print(f"[green]wrote[/] {escape(str(report_dir))}/ (a/, b/, summary.json)")
+    if not result.same:
+        sys.exit(1)  # like diff(1): CI can gate on it
 
 
 @cli.command()
@@ -504,12 +630,28 @@ def diff_cmd(image_a, image_b, no_files, fmt):
 )
 def sbom(image, output):
     """A CycloneDX SBOM (dpkg and pip packages with versions) of IMAGE or a RECIPE's image."""
-    body = api.sbom(image)
+    from imagekit.inventory import sbom_of
+    from imagekit.loader import resolve_target
+
+    body = sbom_of(*resolve_target(image))
     if output is None:
         click.echo(json.dumps(body, indent=2))
     else:
-        api.write_json(body, output)
+        write_json_atomic(output, body)
         out.print(f"[green]wrote[/] {escape(str(output))} ({len(body['components'])} components)")
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
+def clean(dry_run: bool) -> None:
+    """Remove containers and networks that earlier imagekit runs left (killed, crashed, or the
+    engine went away). Only what carries imagekit's run labels is touched."""
+    from imagekit.clean import clean as run_clean
+
+    found = run_clean(dry_run)
+    verb = "would remove" if dry_run else "removed"
+    echo_lines([f"{verb} {x.kind} {escape(x.name)} ({escape(x.run)})" for x in found])
+    out.print(f"{len(found)} left over from earlier runs" if found else "nothing left over")
 
 
 # -- entry point -----------------------------------------------------------------------------------
@@ -520,8 +662,13 @@ def main(argv: list[str] | None = None) -> None:
     # Only `imagekit --debug CMD` is the global flag (`imagekit mpirun --debug` is not).
     first_word = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
     debug = "--debug" in args[:first_word] or os.environ.get("IMAGEKIT_DEBUG") == "1"
+    previous = signals.install()
     try:
         cli.main(args=args, prog_name="imagekit", standalone_mode=False)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: cleanup has run on the way
+        stopped = signals.interruption(exc)
+        err.print(f"[bold red]ERROR[/] interrupted by {stopped.name}; removed what this run made")
+        sys.exit(stopped.exit_code)
     except ImagekitError as exc:
         if debug:
             raise
@@ -532,11 +679,14 @@ def main(argv: list[str] | None = None) -> None:
         if exc.debug_tip:  # not for plain bad input or verdicts: the message says it all
             err.print("[dim]TIP run `imagekit --debug ...` for a traceback[/]")
         sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        err.print("[bold red]ERROR[/] interrupted")
-        sys.exit(130)
+    except click.exceptions.Abort as exc:  # click's own wrapping of a KeyboardInterrupt
+        stopped = signals.interruption(exc.__cause__ or KeyboardInterrupt())
+        err.print(f"[bold red]ERROR[/] interrupted by {stopped.name}; removed what this run made")
+        sys.exit(stopped.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    finally:
+        signals.restore(previous)

@@ -14,6 +14,7 @@ import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from imagekit.ompi import OMPI5_MCA_RENAMES
 from imagekit.recipe import Recipe
 
 
@@ -216,14 +217,14 @@ def bootstrap_suites(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
 def openmpi5(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
     if Version(r.openmpi.version).major < 5:
         return
+    # plm_rsh_* (in the defaults) imagekit renames itself; the orte_* ones are errors
+    prefixes = tuple(rule["removed_mca_prefixes"])
+    renamed = {k: v for k, v in OMPI5_MCA_RENAMES.items() if k.startswith(prefixes)}
     for key in r.mpi.mca:
-        if key.startswith(tuple(rule["removed_mca_prefixes"])):
+        if key in renamed:
+            yield _err(f"mpi.mca.{key}", f"is {renamed[key]} in Open MPI 5", rule)
+        elif key.startswith(tuple(rule["removed_mca_prefixes"])):
             yield _err(f"mpi.mca.{key}", "does not exist in Open MPI 5", rule)
-    yield _warn(
-        "openmpi.version",
-        "Open MPI 5: run `imagekit smoke` to prove ranks land on the hostfile's workers",
-        rule,
-    )
 
 
 def deepspeed_torch(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:

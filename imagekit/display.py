@@ -4,10 +4,12 @@ Nothing here prints; cli.py (the only module that prints) hands these to its con
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
-from rich.table import Table
+
+if TYPE_CHECKING:  # rich.table costs start-up time; only check and smoke draw tables
+    from rich.table import Table
 
 STATUS_STYLE = {
     "pass": "green",
@@ -67,6 +69,8 @@ def lock_lines(result) -> list[str]:
 
 
 def check_table(report) -> tuple[Table, str]:
+    from rich.table import Table
+
     table = Table(
         title=f"imagekit check {escape(report.image)} (profile {report.profile})",
         title_justify="left",
@@ -89,6 +93,8 @@ def check_table(report) -> tuple[Table, str]:
 
 
 def smoke_table(result) -> tuple[Table | None, list[str]]:
+    from rich.table import Table
+
     top = result.topology
     table = None
     if result.ranks:
@@ -137,9 +143,10 @@ def diff_lines(result, limit: int = 200) -> list[str]:
 
 
 def change_line(section: str, change) -> str:
+    if section == "files":
+        return file_change_line(change)
+
     def show(value: Any) -> str:
-        if section == "files" and value is not None:
-            return f"{value[0]} bytes"
         return value if isinstance(value, str) else json.dumps(value)
 
     if change.before is None:
@@ -147,3 +154,37 @@ def change_line(section: str, change) -> str:
     if change.after is None:
         return f"- {change.key}: {show(change.before)}"
     return f"~ {change.key}: {show(change.before)} -> {show(change.after)}"
+
+
+def file_change_line(change) -> str:
+    """`~ run/sshd: mode 0755 -> 0777`, `+ opt/x: file 12 bytes`, `> a -> b (moved)`."""
+    if change.what == "moved":
+        return f"> {change.before['path']} -> {change.key} (moved)"
+    if change.what == "added":
+        return f"+ {change.key}: {_entry_words(change.after)}"
+    if change.what == "removed":
+        return f"- {change.key}: {_entry_words(change.before)}"
+    parts = []
+    for key, before in change.before.items():
+        after = change.after[key]
+        if key == "sha256":
+            parts.append("content")
+        else:
+            parts.append(f"{key} {_short(before)} -> {_short(after)}")
+    return f"~ {change.key}: " + ", ".join(parts)
+
+
+def _entry_words(props: dict) -> str:
+    words = [props.get("kind", "?")]
+    if props.get("link"):
+        words.append(f"-> {props['link']}")
+    if props.get("kind") == "file":
+        words.append(f"{props.get('size', 0)} bytes")
+    words.append(f"mode {props.get('mode')}")
+    return " ".join(str(w) for w in words)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        return json.dumps(value) if value else "{}"
+    return "none" if value is None else str(value)

@@ -8,8 +8,10 @@ failed step leaves no container behind, and no tag: tags are applied only after 
 from __future__ import annotations
 
 import io
+import ipaddress
 import os
 import re
+import tarfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,36 +22,24 @@ from typing import Any
 import docker
 import docker.errors
 import requests.exceptions
+import urllib3.exceptions
 
-from imagekit.errors import BuildError, EngineUnavailableError, ImagekitError, ImageNotFoundError
+from imagekit import journal
+from imagekit.errors import (
+    BuildError,
+    EngineError,
+    EngineUnavailableError,
+    ImagekitError,
+    ImageNotFoundError,
+    RegistryError,
+)
+from imagekit.events import Event, Log, Message, Reporter, Step  # noqa: F401 - re-exported
 
 # A container that idles until stopped, whatever the image's entrypoint (checks, launchers).
 KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1; done"]
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 INTERMEDIATE = re.compile(r"^ ---> (?:Running in )?([0-9a-f]{12,64})$")
-
-
-@dataclass(frozen=True)
-class Step:
-    number: int
-    total: int
-    instruction: str
-
-
-@dataclass(frozen=True)
-class Log:
-    line: str
-
-
-@dataclass(frozen=True)
-class Message:
-    """A status line from imagekit itself (bootstrapping a base, tagging, ...)."""
-
-    text: str
-
-
-Event = Step | Log | Message
-Reporter = Callable[[Event], None]
+RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})$")
 
 
 @dataclass
@@ -82,26 +72,30 @@ class Engine:
             ) from None
         return cls(client)
 
+    def close(self) -> None:
+        """Drop pooled connections (reopened on the next call)."""
+        self.api.close()
+
     # -- images -------------------------------------------------------------------------
 
     def image_exists(self, ref: str) -> bool:
         try:
-            self.api.inspect_image(ref)
-        except docker.errors.ImageNotFound:
+            self.inspect_image(ref)
+        except ImageNotFoundError:
             return False
         return True
 
     def inspect_image(self, ref: str) -> dict[str, Any]:
         try:
-            return self.api.inspect_image(ref)
-        except docker.errors.ImageNotFound:
+            with _engine_errors(f"cannot inspect image {ref}", image=ref):
+                return self.api.inspect_image(ref)
+        except _Gone:
             raise ImageNotFoundError(f"image {ref}: not found in the engine") from None
-        except docker.errors.APIError as exc:
-            raise ImageNotFoundError(f"image {ref}: {_reason(exc)}") from None
 
     def import_tarball(self, tarball: Path, ref: str) -> str:
         repository, tag = ref.rsplit(":", 1)
-        self.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
+        with _engine_errors(f"cannot import {tarball}"):
+            self.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
         return self.inspect_image(ref)["Id"]
 
     def load_archive(self, archive: Iterator[bytes], expected_id: str) -> None:
@@ -118,22 +112,37 @@ class Engine:
 
     def tag(self, image_id: str, ref: str) -> None:
         repository, tag = split_ref(ref)
-        self.api.tag(image_id, repository, tag, force=True)
+        with _engine_errors(f"cannot tag {ref}"):
+            self.api.tag(image_id, repository, tag, force=True)
 
     def remove_image(self, ref: str) -> None:
         try:
-            self.api.remove_image(ref, force=True)
-        except docker.errors.ImageNotFound:
+            with _engine_errors(f"cannot remove image {ref}", image=ref):
+                self.api.remove_image(ref, force=True)
+        except (_Gone, ImageNotFoundError):
+            pass
+
+    def remove_image_tag(self, ref: str) -> None:
+        """Untag `ref` (the image stays while other tags or containers use it); quiet when
+        the tag or the engine is gone, since this runs on the way out of failures too."""
+        try:
+            tags = self.inspect_image(ref).get("RepoTags") or []
+            if [t for t in tags if t != ref]:  # never the last name of an image
+                with _engine_errors(f"cannot untag {ref}", image=ref):
+                    self.api.remove_image(ref, force=False, noprune=True)
+        except ImagekitError:
             pass
 
     def history(self, ref: str) -> list[dict[str, Any]]:
-        return self.api.history(ref)
+        with _engine_errors(f"cannot read the history of {ref}", image=ref):
+            return self.api.history(ref)
 
     @contextmanager
     def saved_image(self, ref: str) -> Iterator[io.BufferedReader]:
         """`docker save` as a readable stream, never written to disk."""
         self.inspect_image(ref)
-        chunks = self.api.get_image(ref, chunk_size=1 << 20)
+        with _engine_errors(f"cannot export {ref}", image=ref):
+            chunks = self.api.get_image(ref, chunk_size=1 << 20)
         try:
             yield io.BufferedReader(ChunkStream(chunks), buffer_size=1 << 20)
         finally:
@@ -159,6 +168,7 @@ class Engine:
         current: Step | None = None
         image_id: str | None = None
         last_layer: str | None = None
+        step_container: str | None = None  # the container of the RUN step under way
         stream = self.api.build(
             path=str(context_dir),
             rm=True,
@@ -173,7 +183,20 @@ class Engine:
         try:
             for chunk in _chunks(stream):
                 if "error" in chunk:
-                    raise _step_failed(current, chunk, tail)
+                    failure = _step_failed(current, chunk, tail)
+                    if _killed(chunk) and not self._answers_after(1.0):
+                        # A stopping engine kills the step's container (137) and may say so
+                        # before it hangs up: that is the engine going away, not the build.
+                        if step_container is not None:  # if it is left behind: clean
+                            journal.record(
+                                step_container, f"build step: {current.instruction[:200]}"
+                            )
+                        raise EngineUnavailableError(
+                            f"build failed: the Docker engine at {engine_address()} went away "
+                            "(it killed the running step); no tag was created or moved",
+                            hint="once the engine is back, `imagekit clean` removes leftovers",
+                        )
+                    raise failure
                 if "aux" in chunk and "ID" in chunk["aux"]:
                     image_id = chunk["aux"]["ID"]
                 for line in chunk.get("stream", "").splitlines():
@@ -187,6 +210,8 @@ class Engine:
                     layer = INTERMEDIATE.match(line)
                     if layer:
                         last_layer = layer[1]
+                        running = RUNNING_IN.match(line)
+                        step_container = running[1] if running else None
                     tail = (tail + [line])[-40:]
                     report(Log(line))
                     done = re.match(r"^Successfully built ([0-9a-f]+)$", line)
@@ -195,11 +220,28 @@ class Engine:
         except KeyboardInterrupt:
             self._stop_build_containers(last_layer)
             raise
-        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+        except (docker.errors.APIError, *_TRANSPORT_ERRORS) as exc:
+            if _connection_lost(exc):
+                if step_container is not None:  # left behind in the engine: clean removes it
+                    journal.record(step_container, f"build step: {current.instruction[:200]}")
+                raise EngineUnavailableError(
+                    f"build failed: the Docker engine at {engine_address()} went away "
+                    f"({_reason(exc)}); no tag was created or moved",
+                    hint="once the engine is back, `imagekit clean` removes the step's container",
+                ) from None
             raise BuildError(f"build failed: {_reason(exc)}") from None
         if image_id is None:
             raise BuildError("build ended without an image", hint="\n".join(tail[-15:]))
         return BuildOutcome(image_id=image_id, steps=current.total if current else 0, log_tail=tail)
+
+    def _answers_after(self, seconds: float) -> bool:
+        """Whether the engine still answers a moment later (a stopping one does not)."""
+        time.sleep(seconds)
+        try:
+            self.api.ping()
+        except Exception:  # noqa: BLE001 - any failure to answer means it is going away
+            return False
+        return True
 
     def _stop_build_containers(self, layer: str | None) -> None:
         """Ctrl-C: the daemon stops the legacy build when the client hangs up; make sure
@@ -229,8 +271,6 @@ class Engine:
     def push(self, repository: str, tag: str, report: Reporter) -> str:
         """Push one tag (credentials from the Docker config); return the manifest digest.
         Raises RegistryError, flagged `auth` for refused credentials."""
-        from imagekit.registry import RegistryError
-
         digest = None
         layers: dict[str, str] = {}
         try:
@@ -260,74 +300,279 @@ class Engine:
         return digest
 
     # -- containers ---------------------------------------------------------------------
+    # Callers get Container and Network handles that speak plain data (exit codes, text)
+    # and raise imagekit errors; no docker-py object leaves this module.
+
+    def create_container(
+        self,
+        image: str,
+        *,
+        entrypoint: list[str] | None = None,
+        command: list[str] | None = None,
+        labels: dict[str, str] | None = None,
+        name: str | None = None,
+        hostname: str | None = None,
+        network: str | None = None,
+        aliases: list[str] | None = None,
+        volumes: dict[str, str] | None = None,  # host path -> read-only mount point
+        environment: dict[str, str] | None = None,
+        user: str | None = None,
+        shm_size: str | None = None,
+    ) -> Container:
+        """A created (not started) container. `aliases` are extra DNS names on `network`."""
+        networking = None
+        if network is not None:
+            endpoint = self.api.create_endpoint_config(aliases=aliases or None)
+            networking = self.api.create_networking_config({network: endpoint})
+        binds = {src: {"bind": dest, "mode": "ro"} for src, dest in (volumes or {}).items()}
+        with _engine_errors(f"cannot create a container from {image}", image=image):
+            host_config = self.api.create_host_config(
+                binds=binds or None, shm_size=shm_size, network_mode=network
+            )
+            created = self.api.create_container(
+                image,
+                command=command,
+                entrypoint=entrypoint,
+                name=name,
+                hostname=hostname,
+                labels=labels or {},
+                environment=environment,
+                user=user,
+                host_config=host_config,
+                networking_config=networking,
+            )
+        return Container(self, created["Id"], name or created["Id"][:12])
+
+    def start_container(self, image: str, **kwargs: Any) -> Container:
+        box = self.create_container(image, **kwargs)
+        try:
+            box.start()
+        except ImagekitError:
+            box.remove()
+            raise
+        return box
+
+    @contextmanager
+    def container(self, image: str, **kwargs: Any) -> Iterator[Container]:
+        """A running container that is removed on exit, whatever happens."""
+        box = self.start_container(image, **kwargs)
+        try:
+            yield box
+        except BaseException:
+            box.remove_quietly()  # the error that got us here matters, not this one
+            raise
+        box.remove()
 
     def run_once(self, image: str, command: list[str], **kwargs: Any) -> str:
         """Run a command to completion in a fresh container; raise with its output if it fails."""
         with self.container(image, entrypoint=command[:1], command=command[1:], **kwargs) as box:
             status = box.wait(timeout=120)
-            output = box.logs().decode(errors="replace")
-        if status.get("StatusCode") != 0:
+            output = box.logs()
+        if status != 0:
             raise ImagekitError(
                 f"{image}: {' '.join(command)[:120]} failed: {output.strip()[-300:]}"
             )
         return output
 
-    def network(self, name: str, **labels: str) -> Any:
+    def bridge_gateway(self) -> tuple[str, str]:
+        """The default bridge's gateway address and subnet: where build containers reach
+        this machine (docker0), and the addresses they come from."""
+        with _engine_errors("cannot inspect the bridge network"):
+            config = (self.api.inspect_network("bridge").get("IPAM") or {}).get("Config") or []
+        for entry in config:
+            subnet = entry.get("Subnet", "")
+            if "." not in subnet:
+                continue  # IPv4 only: the builder's containers get one
+            gateway = entry.get("Gateway") or str(next(ipaddress.ip_network(subnet).hosts()))
+            return gateway, subnet
+        raise EngineError("the engine's default bridge network has no IPv4 subnet")
+
+    def create_network(self, name: str, labels: dict[str, str]) -> Network:
+        """A private bridge network (no route out): containers reach each other by name."""
+        with _engine_errors(f"cannot create network {name}"):
+            self.api.create_network(name, driver="bridge", internal=True, labels=labels)
+        return Network(self, name)
+
+    def labelled(self, label: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Containers and networks carrying `label` (`key` or `key=value`), as plain dicts."""
+        with _engine_errors("cannot list containers"):
+            containers = self.api.containers(all=True, filters={"label": label})
+            networks = self.api.networks(filters={"label": label})
+        return (
+            [
+                {"id": c["Id"], "name": c["Names"][0].lstrip("/"), "labels": c["Labels"]}
+                for c in containers
+            ],
+            [{"id": n["Id"], "name": n["Name"], "labels": n.get("Labels") or {}} for n in networks],
+        )
+
+    def remove_container(self, container_id: str) -> bool:
+        """Remove one container by ID; False when it no longer exists."""
         try:
-            return self.client.networks.create(name, driver="bridge", internal=True, labels=labels)
-        except docker.errors.APIError as exc:
-            raise ImagekitError(f"cannot create network {name}: {_reason(exc)}") from None
+            with _engine_errors(f"cannot remove container {container_id[:12]}"):
+                self.api.remove_container(container_id, force=True, v=True)
+        except _Gone:
+            return False
+        return True
+
+    def container_exists(self, container_id: str) -> bool:
+        try:
+            with _engine_errors(f"cannot inspect container {container_id[:12]}"):
+                self.api.inspect_container(container_id)
+        except _Gone:
+            return False
+        return True
+
+    def remove_labelled_quietly(self, label: str) -> bool:
+        """Cleanup on the way out of a failure: False when the engine could not be asked
+        (gone); `imagekit clean` removes the rest once it is back."""
+        try:
+            self.remove_labelled(label)
+        except EngineError:
+            return False
+        return True
 
     def remove_labelled(self, label: str) -> int:
         """Remove every container and network carrying `label` (key=value); count removed."""
-        removed = 0
-        for c in self.client.containers.list(all=True, filters={"label": label}):
-            try:
-                c.remove(force=True)
-                removed += 1
-            except docker.errors.NotFound:
-                pass
-        for n in self.client.networks.list(filters={"label": label}):
-            try:
-                n.remove()
-            except docker.errors.NotFound:
-                pass
-        return removed
+        containers, networks = self.labelled(label)
+        for c in containers:
+            Container(self, c["id"], c["name"]).remove()
+        for n in networks:
+            Network(self, n["name"]).remove()
+        return len(containers)
 
-    def put_file(self, container: Any, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Write one file into a container (directories are created)."""
-        import tarfile as _tarfile
 
+class Container:
+    """A handle on one container: exec, logs, files, removal. Output is text."""
+
+    def __init__(self, engine: Engine, container_id: str, name: str):
+        self._api = engine.api
+        self.id = container_id
+        self.name = name
+
+    def start(self) -> None:
+        with _engine_errors(f"cannot start container {self.name}"):
+            self._api.start(self.id)
+
+    def exec(self, argv: list[str], *, user: str | None = None) -> tuple[int, str]:
+        """Run `argv` inside; (exit code, stdout and stderr together)."""
+        with _engine_errors(f"exec in {self.name} failed"):
+            exec_id = self._api.exec_create(self.id, argv, user=user or "")["Id"]
+            output = self._api.exec_start(exec_id)
+            code = self._api.exec_inspect(exec_id)["ExitCode"]
+        return code, output.decode(errors="replace")
+
+    def exec_stream(self, argv: list[str], on_line: Callable[[str], None]) -> int:
+        """Run `argv` inside, handing each output line to `on_line` as it comes; exit code."""
+        buffer = ""
+        with _engine_errors(f"exec in {self.name} failed"):
+            exec_id = self._api.exec_create(self.id, argv)["Id"]
+            for chunk in self._api.exec_start(exec_id, stream=True):
+                buffer += chunk.decode(errors="replace")
+                *lines, buffer = buffer.split("\n")
+                for line in lines:
+                    on_line(line)
+            if buffer:
+                on_line(buffer)
+            return self._api.exec_inspect(exec_id)["ExitCode"]
+
+    def logs(self) -> str:
+        with _engine_errors(f"cannot read the logs of {self.name}"):
+            return self._api.logs(self.id).decode(errors="replace")
+
+    def status(self) -> str:
+        """created, running, exited, dead, ... ('removed' once it is gone)."""
+        try:
+            with _engine_errors(f"cannot inspect {self.name}"):
+                return self._api.inspect_container(self.id)["State"]["Status"]
+        except _Gone:
+            return "removed"
+
+    def exited(self) -> bool:
+        return self.status() in ("exited", "dead", "removed")
+
+    def wait(self, timeout: int) -> int:
+        with _engine_errors(f"waiting for {self.name} failed"):
+            return int(self._api.wait(self.id, timeout=timeout).get("StatusCode", -1))
+
+    def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Write one file into the container (directories are created)."""
         directory, _, name = path.rpartition("/")
         buf = io.BytesIO()
-        with _tarfile.open(fileobj=buf, mode="w") as tar:
-            info = _tarfile.TarInfo(name)
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
-        try:
-            container.exec_run(["mkdir", "-p", directory or "/"])
-            container.put_archive(directory or "/", buf.getvalue())
-        except docker.errors.APIError as exc:
-            raise ImagekitError(
-                f"cannot write {path} into {container.name}: {_reason(exc)}"
-            ) from None
+        self.exec(["mkdir", "-p", directory or "/"])
+        with _engine_errors(f"cannot write {path} into {self.name}"):
+            self._api.put_archive(self.id, directory or "/", buf.getvalue())
 
-    @contextmanager
-    def container(self, image: str, **kwargs: Any) -> Iterator[Any]:
-        """A running container that is removed on exit, whatever happens."""
+    def remove(self) -> None:
+        """Remove it, running or not; gone already is fine."""
         try:
-            container = self.client.containers.run(image, detach=True, **kwargs)
-        except docker.errors.ImageNotFound:
-            raise ImageNotFoundError(f"image {image}: not found in the engine") from None
-        except docker.errors.APIError as exc:
-            raise ImagekitError(f"cannot start a container from {image}: {_reason(exc)}") from None
+            with _engine_errors(f"cannot remove container {self.name}"):
+                self._api.remove_container(self.id, force=True, v=True)
+        except _Gone:
+            pass
+
+    def remove_quietly(self) -> None:
         try:
-            yield container
-        finally:
-            try:
-                container.remove(force=True)
-            except docker.errors.APIError:
-                pass
+            self.remove()
+        except EngineError:
+            pass
+
+
+class Network:
+    def __init__(self, engine: Engine, name: str):
+        self._api = engine.api
+        self.name = name
+
+    def remove(self) -> None:
+        try:
+            with _engine_errors(f"cannot remove network {self.name}"):
+                self._api.remove_network(self.name)
+        except _Gone:
+            pass
+
+
+class _Gone(ImagekitError):
+    """The object asked for does not exist (any more)."""
+
+
+@contextmanager
+def _engine_errors(what: str, image: str | None = None) -> Iterator[None]:
+    """docker-py's exceptions -> imagekit errors: one line, the engine's exit code."""
+    try:
+        yield
+    except docker.errors.ImageNotFound:
+        raise ImageNotFoundError(f"image {image}: not found in the engine") from None
+    except docker.errors.NotFound as exc:
+        raise _Gone(f"{what}: {_reason(exc)}") from None
+    except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as exc:
+        if _connection_lost(exc):
+            raise EngineUnavailableError(
+                f"{what}: the Docker engine at {engine_address()} went away ({_reason(exc)})",
+                hint="once the engine is back, `imagekit clean` removes what this run left",
+            ) from None
+        raise EngineError(f"{what}: {_reason(exc)}") from None
+
+
+# What a dropped connection to the engine raises, depending on where in a response it drops.
+_TRANSPORT_ERRORS = (
+    requests.exceptions.RequestException,
+    urllib3.exceptions.HTTPError,
+    ConnectionError,
+)
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    if isinstance(exc, _TRANSPORT_ERRORS) and not isinstance(exc, requests.exceptions.HTTPError):
+        return True
+    text = str(exc)
+    return any(
+        marker in text
+        for marker in ("Connection refused", "No such file or directory", "Connection aborted")
+    )
 
 
 class ChunkStream(io.RawIOBase):
@@ -343,7 +588,8 @@ class ChunkStream(io.RawIOBase):
     def readinto(self, buffer) -> int:
         while not self._pending:
             try:
-                self._pending = next(self._chunks)
+                with _engine_errors("reading the image export failed"):
+                    self._pending = next(self._chunks)
             except StopIteration:
                 return 0
         size = min(len(buffer), len(self._pending))
@@ -366,9 +612,20 @@ def _chunks(stream: Iterator[Any]) -> Iterator[dict[str, Any]]:
             yield chunk
 
 
+_RUN_FAILED = re.compile(r"^The command '.*' returned a non-zero code: (\d+)$", re.S)
+
+
+def _killed(chunk: dict[str, Any]) -> bool:
+    """The step's command died by SIGKILL (exit 137): an OOM kill, or an engine stopping."""
+    detail = chunk.get("errorDetail", {}).get("message") or chunk.get("error") or ""
+    return bool(re.search(r"returned a non-zero code: 137\b", detail))
+
+
 def _step_failed(step: Step | None, chunk: dict[str, Any], tail: list[str]) -> BuildError:
     detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
-    detail = detail.strip()
+    # The engine repeats the whole RUN line (hundreds of pinned packages); the step line
+    # above already names it.
+    detail = _RUN_FAILED.sub(r"the command exited \1", detail.strip())
     where = (
         f"step {step.number}/{step.total} failed: {step.instruction[:200]}"
         if step

@@ -1,6 +1,16 @@
-"""One error hierarchy; the CLI catches ImagekitError once and exits with its code."""
+"""One error hierarchy and every exit code, in one place (the README's table is this file).
+
+The CLI catches ImagekitError once and exits with its code. Verdicts (a check that failed,
+a smoke run whose ranks landed wrong, a lint error) are errors too, so CI can gate on the
+exit code alone.
+"""
 
 from __future__ import annotations
+
+# Exit codes of signals, as shells report them (128 + signal number).
+EXIT_SIGHUP = 129
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
 
 
 class ImagekitError(Exception):
@@ -17,13 +27,18 @@ class ImagekitError(Exception):
 
 
 class RecipeError(ImagekitError):
-    """A recipe (or a flag standing in for one) is invalid. Carries one line per problem."""
+    """A recipe (or a flag standing in for one) is invalid. Carries one line per problem;
+    at most MAX_SHOWN are shown, then a count of the rest."""
 
     exit_code = 2
     debug_tip = False
+    MAX_SHOWN = 10
 
     def __init__(self, problems: list[str]):
-        super().__init__("\n".join(problems))
+        shown = problems[: self.MAX_SHOWN]
+        if len(problems) > self.MAX_SHOWN:
+            shown = [*shown, f"... and {len(problems) - self.MAX_SHOWN} more"]
+        super().__init__("\n".join(shown))
         self.problems = problems
 
 
@@ -41,10 +56,14 @@ class StaleRenderError(ImagekitError):
     debug_tip = False
 
 
-class EngineUnavailableError(ImagekitError):
-    """The Docker engine cannot be reached."""
+class EngineError(ImagekitError):
+    """The Docker engine failed or went away in the middle of a command."""
 
     exit_code = 4
+
+
+class EngineUnavailableError(EngineError):
+    """The Docker engine cannot be reached."""
 
 
 class BuildError(ImagekitError):
@@ -73,8 +92,85 @@ class BootstrapError(ImagekitError):
     exit_code = 8
 
 
+class SmokeFailedError(ImagekitError):
+    """The MPIJob did not run as the hostfile says."""
+
+    exit_code = 9
+    debug_tip = False
+
+
 class LintFailedError(ImagekitError):
     """`imagekit lint-cmd` found an error-level problem in a launch line."""
 
     exit_code = 10
     debug_tip = False
+
+
+class PublishError(ImagekitError):
+    """The push failed; the registry may hold blobs but no tag moved."""
+
+    exit_code = 11
+
+
+class PublishAuthError(PublishError):
+    """The registry refused our credentials; never retried."""
+
+    exit_code = 12
+    debug_tip = False
+
+
+class PublishRefusedError(PublishError):
+    """Publishing was refused before anything was pushed."""
+
+    exit_code = 13
+    debug_tip = False
+
+
+class LockError(ImagekitError):
+    """A lock file is missing, stale, malformed, or pins something that no longer exists."""
+
+    exit_code = 14
+    debug_tip = False
+
+
+class RegistryError(PublishError):
+    """What a registry (or the engine pushing to it) said. `publish` classifies it into
+    PublishAuthError or a retried PublishError; anywhere else it is a PublishError."""
+
+    def __init__(self, message: str, *, auth: bool = False, transient: bool = True):
+        super().__init__(message)
+        self.auth = auth
+        self.transient = transient
+
+
+class Interrupted(ImagekitError):
+    """A signal (Ctrl-C, SIGTERM, SIGHUP) stopped the command; what it made is removed."""
+
+    debug_tip = False
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# name -> exit code, for the README's table and its test.
+EXIT_CODES = {
+    "ok": 0,
+    "error": ImagekitError.exit_code,
+    "bad input": RecipeError.exit_code,
+    "stale render": StaleRenderError.exit_code,
+    "engine": EngineError.exit_code,
+    "build": BuildError.exit_code,
+    "image not found": ImageNotFoundError.exit_code,
+    "check failed": CheckFailedError.exit_code,
+    "bootstrap": BootstrapError.exit_code,
+    "smoke failed": SmokeFailedError.exit_code,
+    "lint": LintFailedError.exit_code,
+    "publish": PublishError.exit_code,
+    "publish auth": PublishAuthError.exit_code,
+    "publish refused": PublishRefusedError.exit_code,
+    "lock": LockError.exit_code,
+    "SIGHUP": EXIT_SIGHUP,
+    "SIGINT": EXIT_SIGINT,
+    "SIGTERM": EXIT_SIGTERM,
+}

@@ -5,14 +5,16 @@ filesystem. Used by `imagekit diff` (what a rebuild or a bump really changed) an
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from imagekit import __version__
 from imagekit.engine import KEEPALIVE, Engine
-from imagekit.layers import walk
+from imagekit.errors import ImagekitError
+from imagekit.files import write_json_atomic
+from imagekit.layers import Entry, ImageTree, LayerInfo, final_tree, read_files
 
 DPKG = "dpkg-query -W -f '${Package}\\t${Version}\\n' 2>/dev/null"
 PIP = (
@@ -20,7 +22,47 @@ PIP = (
     'print(json.dumps({(d.metadata["Name"] or "?").lower(): d.version for d in m.distributions()}))\''
     " 2>/dev/null"
 )
-CONFIG_KEYS = ("User", "WorkingDir", "Entrypoint", "Cmd", "ExposedPorts")
+# For the SBOM: each package's architecture, source package, dependencies and licenses.
+DPKG_DETAILS = (
+    "dpkg-query -W -f '${Package}\\t${Version}\\t${Architecture}\\t${source:Package}\\t"
+    "${source:Version}\\t${Pre-Depends}, ${Depends}\\n' 2>/dev/null"
+)
+# DEP-5 copyright files name their licenses on `License:` lines.
+DPKG_LICENSES = (
+    "for f in /usr/share/doc/*/copyright; do p=${f#/usr/share/doc/}; p=${p%/copyright}; "
+    "sed -n 's/^License: *\\([^ ]*\\).*/\\1/p' \"$f\" 2>/dev/null | sort -u | "
+    'sed "s|^|$p\\t|"; done'
+)
+PIP_LICENSES = """
+import importlib.metadata as m, json
+found = {}
+for d in m.distributions():
+    md = d.metadata
+    text = md.get("License-Expression") or (md.get("License") or "").strip()
+    if not text or len(text) > 80:  # a whole license text, not a name: use the classifier
+        names = [c.rsplit(" :: ", 1)[-1] for c in md.get_all("Classifier") or []
+                 if c.startswith("License ::") and c.count(" :: ") >= 2]
+        text = names[0] if names else ""
+    found[(md["Name"] or "?").lower()] = text
+print(json.dumps(found))
+"""
+INVENTORY_LABEL = "io.imagekit.inventory"  # on the container that reads packages
+# Everything the engine keeps in an image's config, but Env and Labels (their own sections).
+CONFIG_KEYS = (
+    "User",
+    "WorkingDir",
+    "Entrypoint",
+    "Cmd",
+    "ExposedPorts",
+    "Volumes",
+    "StopSignal",
+    "Shell",
+    "Healthcheck",
+    "OnBuild",
+)
+# What a file's identity is made of. `--strict` adds the times normalisation rewrites.
+FILE_FIELDS = ("kind", "mode", "uid", "gid", "link", "xattrs", "size", "sha256")
+STRICT_FILE_FIELDS = (*FILE_FIELDS, "mtime")
 
 
 @dataclass
@@ -32,17 +74,39 @@ class Inventory:
     labels: dict[str, str]
     dpkg: dict[str, str]
     pip: dict[str, str]
-    files: dict[str, tuple[int, str | None]] = field(default_factory=dict)  # path -> (size, sha)
+    files: dict[str, Entry] = field(default_factory=dict)
+    layers: tuple[LayerInfo, ...] = ()
+    history: tuple[dict[str, Any], ...] = ()
+    # read for SBOMs only
+    os_release: dict[str, str] = field(default_factory=dict)
+    created: str = ""
+    deb_details: str = ""  # DPKG_DETAILS output
+    deb_licenses: str = ""  # DPKG_LICENSES output
+    pip_licenses: dict[str, str] = field(default_factory=dict)
 
 
-def inventory(engine: Engine, image: str, with_files: bool = True) -> Inventory:
+def inventory(
+    engine: Engine, image: str, with_files: bool = True, for_sbom: bool = False
+) -> Inventory:
     info = engine.inspect_image(image)
     config = info["Config"]
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-    with engine.container(info["Id"], entrypoint=KEEPALIVE, command=[], user="0") as box:
-        dpkg = _pairs(box.exec_run(["/bin/sh", "-c", DPKG]).output.decode())
-        code, out = box.exec_run(["/bin/sh", "-c", PIP])
-        pip = json.loads(out.decode()) if code == 0 and out.strip() else {}
+    labels = {INVENTORY_LABEL: f"imagekit-inventory-{uuid.uuid4().hex[:8]}"}
+    extra: dict[str, Any] = {}
+    with engine.container(
+        info["Id"], entrypoint=KEEPALIVE, command=[], user="0", labels=labels
+    ) as box:
+        dpkg = _pairs(box.exec(["/bin/sh", "-c", DPKG])[1])
+        code, out = box.exec(["/bin/sh", "-c", PIP])
+        pip = json.loads(out) if code == 0 and out.strip() else {}
+        if for_sbom:
+            extra["os_release"] = _os_release(box.exec(["/bin/sh", "-c", OS_RELEASE])[1])
+            extra["deb_details"] = box.exec(["/bin/sh", "-c", DPKG_DETAILS])[1]
+            extra["deb_licenses"] = box.exec(["/bin/sh", "-c", DPKG_LICENSES])[1]
+            # the code travels as $0, so no quoting; images without python3 have no pip
+            script = 'command -v python3 >/dev/null && exec python3 -c "$0"'
+            code, out = box.exec(["/bin/sh", "-c", script, PIP_LICENSES])
+            extra["pip_licenses"] = json.loads(out) if code == 0 and out.strip() else {}
     inv = Inventory(
         image,
         info["Id"],
@@ -51,20 +115,27 @@ def inventory(engine: Engine, image: str, with_files: bool = True) -> Inventory:
         config.get("Labels") or {},
         dpkg,
         pip,
+        created=info.get("Created", ""),
+        **extra,
     )
     if with_files:
         with engine.saved_image(info["Id"]) as stream:
-            for f in walk(stream, hash_sizes=_AllSizes()):
-                if not f.shadowed:
-                    inv.files[f.path] = (f.size, f.sha256)
+            tree: ImageTree = final_tree(stream)
+        inv.files, inv.layers = tree.files, tree.layers
+        inv.history = tuple(tree.config.get("history", []))
     return inv
 
 
-class _AllSizes(frozenset):
-    """A `hash_sizes` that contains every size: hash every file."""
+OS_RELEASE = "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null"
 
-    def __contains__(self, item: object) -> bool:
-        return True
+
+def _os_release(text: str) -> dict[str, str]:
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.startswith("#"):
+            values[key.strip()] = value.strip().strip('"').strip("'")
+    return values
 
 
 def _pairs(text: str) -> dict[str, str]:
@@ -84,6 +155,7 @@ class Change:
     key: str
     before: Any
     after: Any
+    what: str = ""  # files: added | removed | changed | moved
 
 
 @dataclass
@@ -95,18 +167,17 @@ class Diff:
     labels: list[Change] = field(default_factory=list)
     dpkg: list[Change] = field(default_factory=list)
     pip: list[Change] = field(default_factory=list)
+    layers: list[Change] = field(default_factory=list)
     files: list[Change] = field(default_factory=list)
+
+    SECTIONS = ("config", "env", "labels", "dpkg", "pip", "layers", "files")
 
     @property
     def same(self) -> bool:
-        return not any((self.config, self.env, self.labels, self.dpkg, self.pip, self.files))
+        return not any(getattr(self, name) for name in self.SECTIONS)
 
     def sections(self) -> dict[str, list[Change]]:
-        return {
-            name: getattr(self, name)
-            for name in ("config", "env", "labels", "dpkg", "pip", "files")
-            if getattr(self, name)
-        }
+        return {name: getattr(self, name) for name in self.SECTIONS if getattr(self, name)}
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
@@ -114,7 +185,9 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
     return [Change(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
-def diff(a: Inventory, b: Inventory) -> Diff:
+def diff(a: Inventory, b: Inventory, strict: bool = False) -> Diff:
+    """The semantic view by default: what normalisation would change (file times, history
+    times, layer digests that differ only by them) is left out; `strict` shows it too."""
     return Diff(
         a=a.image,
         b=b.image,
@@ -123,37 +196,155 @@ def diff(a: Inventory, b: Inventory) -> Diff:
         labels=compare(a.labels, b.labels),
         dpkg=compare(a.dpkg, b.dpkg),
         pip=compare(a.pip, b.pip),
-        files=compare(a.files, b.files),
+        layers=compare_layers(a, b, strict),
+        files=compare_files(a.files, b.files, strict),
     )
 
 
-# -- SBOM -----------------------------------------------------------------------------------
+def compare_layers(a: Inventory, b: Inventory, strict: bool) -> list[Change]:
+    """Per layer: the instruction that made it (history), and with `strict` its digest, diff
+    ID, size and the history's times."""
+
+    def facts(inv: Inventory) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for i, layer in enumerate(inv.layers):
+            out[f"layer {i}"] = layer.created_by
+            if strict:
+                out[f"layer {i} digest"] = layer.digest
+                out[f"layer {i} diff_id"] = layer.diff_id
+                out[f"layer {i} size"] = layer.size
+        if strict:
+            for i, step in enumerate(inv.history):
+                out[f"history {i} created"] = step.get("created")
+        return out
+
+    return compare(facts(a), facts(b))
 
 
-def cyclonedx(inv: Inventory) -> dict[str, Any]:
-    """A CycloneDX 1.5 JSON SBOM: every dpkg and pip package with its version and purl."""
-    distro = "debian" if "base-files" in inv.dpkg else "deb"
-    components = [_component(f"deb/{distro}", "dpkg", n, v) for n, v in sorted(inv.dpkg.items())]
-    components += [_component("pypi", "pip", n, v) for n, v in sorted(inv.pip.items())]
+def compare_files(a: dict[str, Entry], b: dict[str, Entry], strict: bool = False) -> list[Change]:
+    """Per path: type, mode, owner, link target, xattrs (file capabilities among them),
+    size and content; `strict` adds mtime. A file that left one path for another with the
+    same content, mode and owner is one "moved" change, not a removal and an addition."""
+    fields = STRICT_FILE_FIELDS if strict else FILE_FIELDS
+    removed = sorted(p for p in a if p not in b)
+    added = sorted(p for p in b if p not in a)
+    moves = _moves(a, b, removed, added)
+    changes = []
+    for path in sorted(set(a) & set(b)):
+        before, after = _props(a[path], fields), _props(b[path], fields)
+        if before != after:
+            keys = [k for k in fields if before[k] != after[k]]
+            changes.append(
+                Change(path, {k: before[k] for k in keys}, {k: after[k] for k in keys}, "changed")
+            )
+    moved_from = {new: old for old, new in moves.items()}
+    for path in removed:
+        if path not in moves:
+            changes.append(Change(path, _props(a[path], fields), None, "removed"))
+    for path in added:
+        if path in moved_from:
+            changes.append(Change(path, {"path": moved_from[path]}, {"path": path}, "moved"))
+        else:
+            changes.append(Change(path, None, _props(b[path], fields), "added"))
+    return sorted(changes, key=lambda c: c.key)
+
+
+def _moves(a, b, removed: list[str], added: list[str]) -> dict[str, str]:
+    """old path -> new path, where exactly one removed and one added file match."""
+
+    def identity(e: Entry):
+        return (e.kind, e.sha256, e.size, e.mode, e.uid, e.gid, e.link, e.xattrs)
+
+    gone: dict[tuple, list[str]] = {}
+    new: dict[tuple, list[str]] = {}
+    for path in removed:
+        if a[path].kind in ("file", "symlink"):
+            gone.setdefault(identity(a[path]), []).append(path)
+    for path in added:
+        if b[path].kind in ("file", "symlink"):
+            new.setdefault(identity(b[path]), []).append(path)
     return {
-        "bomFormat": "CycloneDX",
-        "specVersion": "1.5",
-        "serialNumber": f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, inv.image_id)}",
-        "version": 1,
-        "metadata": {
-            "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "tools": [{"vendor": "imagekit", "name": "imagekit", "version": __version__}],
-            "component": {"type": "container", "name": inv.image, "version": inv.image_id},
-        },
-        "components": components,
+        olds[0]: new[key][0]
+        for key, olds in gone.items()
+        if len(olds) == 1 and len(new.get(key, [])) == 1
     }
 
 
-def _component(purl_type: str, source: str, name: str, version: str) -> dict[str, Any]:
+def _props(entry: Entry, fields: tuple[str, ...]) -> dict[str, Any]:
+    shown = {
+        "kind": entry.kind,
+        "mode": f"{entry.mode:04o}",
+        "uid": entry.uid,
+        "gid": entry.gid,
+        "link": entry.link,
+        "xattrs": dict(entry.xattrs),
+        "size": entry.size,
+        "sha256": entry.sha256,
+        "mtime": entry.mtime,
+    }
+    return {k: shown[k] for k in fields}
+
+
+# -- the commands' entry points ---------------------------------------------------------
+
+
+def sbom_of(image: str, recipe: Path | None = None) -> dict:
+    from imagekit.loader import recipe_plan
+    from imagekit.sbom import cyclonedx
+
+    engine = Engine.connect()
+    inv = inventory(engine, image, with_files=False, for_sbom=True)
+    plan = recipe_plan(recipe)
+    base_id = None
+    if plan is not None:
+        try:
+            base_id = engine.inspect_image(plan.base_image)["Id"]
+        except ImagekitError:  # not on this machine: named without its digest
+            base_id = None
+    return cyclonedx(inv, plan, base_id)
+
+
+def diff_images(
+    a: str, b: str, with_files: bool, strict: bool = False, report_dir: Path | None = None
+) -> Diff:
+    engine = Engine.connect()
+    first, second = (inventory(engine, x, with_files or report_dir is not None) for x in (a, b))
+    result = diff(first, second, strict)
+    if report_dir is not None:
+        write_report_dir(engine, result, first, second, report_dir)
+    return result
+
+
+def write_report_dir(engine: Engine, result: Diff, a: Inventory, b: Inventory, out: Path) -> None:
+    """Both versions of every differing regular file (a/PATH, b/PATH: ready for
+    `diffoscope out/a out/b`) and summary.json. Built beside `out`, then moved into place."""
+    staging = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    for side, inv in (("a", a), ("b", b)):
+        paths = {
+            c.key if c.what != "moved" else (c.before["path"] if side == "a" else c.key)
+            for c in result.files
+        }
+        paths = {p for p in paths if p in inv.files and inv.files[p].kind == "file"}
+        if not paths:
+            (staging / side).mkdir(parents=True, exist_ok=True)
+            continue
+        with engine.saved_image(inv.image_id) as stream:
+            contents = read_files(stream, paths)
+        for path, data in contents.items():
+            target = staging / side / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+    write_json_atomic(staging / "summary.json", summary(result))
+    if out.exists():
+        shutil.rmtree(out)
+    staging.rename(out)
+
+
+def summary(result: Diff) -> dict[str, Any]:
     return {
-        "type": "library",
-        "name": name,
-        "version": version,
-        "purl": f"pkg:{purl_type}/{name}@{version}",
-        "properties": [{"name": "imagekit:source", "value": source}],
+        "a": result.a,
+        "b": result.b,
+        "same": result.same,
+        "sections": {k: [asdict(c) for c in v] for k, v in result.sections().items()},
     }

@@ -7,8 +7,11 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 
 from imagekit.errors import UsageError
+from imagekit.ompi import OMPI5_MCA_RENAMES
 
 HOSTFILE = "/etc/mpi/hostfile"
 WORKER_COMMAND = ["/usr/sbin/sshd", "-De"]
@@ -25,6 +28,13 @@ PRODUCTION_MCA = (
 )
 GPU_ENV = ("NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=eth0", "NCCL_IB_DISABLE=1")  # L8
 
+# Open MPI 5 (PRRTE) names for ORTE's, and what it no longer has (K3). Each was run against
+# Debian 13's Open MPI 5.0.7: it rejects -quiet, and -npernode with -map-by is an error.
+OMPI5_GONE = {
+    "orte_abort_on_non_zero_status": "Open MPI 5 ends the job when a rank exits non-zero",
+    "orte_base_help_aggregate": "Open MPI 5 has no orte_* parameters",
+}
+
 
 @dataclass(frozen=True)
 class LaunchRequest:
@@ -38,6 +48,10 @@ class LaunchRequest:
     baked_mca: dict[str, str] = field(default_factory=dict)  # already in openmpi-mca-params.conf
     workdir: str | None = None
     ssh_port: int = 22  # workers' sshd port; mpirun's ssh is pointed at it when not 22
+    # Whether the launcher has LD_LIBRARY_PATH: `-x` of an unset variable only prints a
+    # warning (Debian images set none; CUDA images do).
+    ld_library_path: bool = True
+    openmpi_major: int = 4  # 5: PRRTE's option and parameter names (K3)
 
 
 @dataclass(frozen=True)
@@ -54,20 +68,21 @@ def recommend(req: LaunchRequest) -> LaunchLine:
         raise UsageError("--workers and --slots must be at least 1")
     if not req.command:
         raise UsageError("give the program to run after --, e.g. -- python3 train.py")
-    argv = [
-        "mpirun",
-        "-np",
-        str(req.workers * req.slots),
-        "-npernode",
-        str(req.slots),  # L1
+    five = req.openmpi_major >= 5
+    argv = ["mpirun", "-np", str(req.workers * req.slots)]
+    if five:  # L1 + L7 in one: PRRTE refuses -npernode next to -map-by
+        argv += ["--map-by", f"ppr:{req.slots}:node"]
+    else:
+        argv += ["-npernode", str(req.slots)]  # L1
+    argv += [
         "--hostfile",
         HOSTFILE,  # L2: the operator's, never --host
         "--allow-run-as-root",  # L14
         "-bind-to",
         "none",
-        "-map-by",
-        "slot",
-    ]  # L7
+    ]
+    if not five:
+        argv += ["-map-by", "slot"]  # L7
     notes = []
     mca = list(PRODUCTION_MCA)
     if req.ssh_port != 22:  # workers' sshd listens elsewhere (e.g. mpi-operator's 2222)
@@ -75,15 +90,18 @@ def recommend(req: LaunchRequest) -> LaunchLine:
     if req.debug:  # L9: the debugging set
         mca.append(("orte_base_help_aggregate", "0"))
         argv += ["-v", "--display-map", "--report-bindings"]
+    if five:
+        mca, gone = _openmpi5_mca(mca)
+        notes.extend(f"left out for Open MPI 5: {key} ({why})" for key, why in gone)
     skipped = [f"{k} {v}" for k, v in mca if req.baked_mca.get(k) == v]
     for key, value in mca:
         if req.baked_mca.get(key) != value:
             argv += ["-mca", key, value]
     if skipped:
-        notes.append(
-            "left out, already in the image's openmpi-mca-params.conf: " + ", ".join(skipped)
-        )
-    argv += ["-x", "PATH", "-x", "LD_LIBRARY_PATH"]  # L8
+        notes.append("left out, already in the image's MCA parameter files: " + ", ".join(skipped))
+    argv += ["-x", "PATH"]  # L8
+    if req.ld_library_path:
+        argv += ["-x", "LD_LIBRARY_PATH"]
     if req.gpu:
         nccl = [
             ("NCCL_DEBUG=INFO" if req.debug and e.startswith("NCCL_DEBUG") else e) for e in GPU_ENV
@@ -92,9 +110,9 @@ def recommend(req: LaunchRequest) -> LaunchLine:
             argv += ["-x", item]
     for var in req.env:
         argv += ["-x", var]
-    argv += ["--tag-output", "-timeout", str(req.timeout)]  # L10, L11
-    if not req.debug:
-        argv.append("-quiet")  # L11: production
+    argv += ["--tag-output", "--timeout" if five else "-timeout", str(req.timeout)]  # L10, L11
+    if not req.debug and not five:
+        argv.append("-quiet")  # L11: production (Open MPI 5's mpirun rejects it)
     if req.workdir:
         argv += ["-wdir", req.workdir]
     program = list(req.command)
@@ -102,6 +120,19 @@ def recommend(req: LaunchRequest) -> LaunchLine:
         program = ["bash", *program]  # L13
         notes.append("L13: scripts run through bash on remote workers")
     return LaunchLine(argv + program, notes)
+
+
+def _openmpi5_mca(
+    mca: list[tuple[str, str]],
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(parameters under their Open MPI 5 names, [(parameter, why it is left out)])."""
+    kept, gone = [], []
+    for key, value in mca:
+        if key in OMPI5_GONE:
+            gone.append((key, OMPI5_GONE[key]))
+        else:
+            kept.append((OMPI5_MCA_RENAMES.get(key, key), value))
+    return kept, gone
 
 
 # -- parsing ------------------------------------------------------------------------------
@@ -214,6 +245,7 @@ class LintContext:
     slots: int | None = None
     production: bool = True
     root_env: str = "unknown"  # yes | no | unknown: does the image set OMPI_ALLOW_RUN_AS_ROOT*?
+    openmpi_major: int | None = None  # None: unknown (from --openmpi or --recipe)
 
 
 def lint(text: str, ctx: LintContext | None = None) -> list[Finding]:
@@ -361,7 +393,10 @@ def rule_np(call, ctx):
                 f"-np {np_values[0][0]} but {ctx.workers} workers x {ctx.slots} slots = {want}",
                 f"-np {want} -npernode {ctx.slots}",
             )
-    if np_values and not call.has("npernode", "N") and ctx.workers:
+    per_node = call.has("npernode", "N") or any(
+        v and v[0].startswith("ppr:") for v in call.values("map-by")
+    )
+    if np_values and not per_node and ctx.workers:
         yield Finding("L1", "info", "no -npernode", "-npernode <slots> pins the per-worker count")
 
 
@@ -392,6 +427,30 @@ def rule_debug_flags(call, ctx):
         yield Finding("L9", "warning", "verbose/debug output in production", "remove -v / --debug")
 
 
+def rule_openmpi5(call, ctx):
+    """K3: what Open MPI 5's mpirun ignores or refuses, when the image's major is known."""
+    if ctx.openmpi_major is None or ctx.openmpi_major < 5:
+        return
+    orte = [key for key in call.mca() if key.startswith("orte_") or key.startswith("plm_rsh_")]
+    for key in orte:
+        new = OMPI5_MCA_RENAMES.get(key)
+        yield Finding(
+            "K3",
+            "error",
+            f"-mca {key} is ignored by Open MPI 5 (PRRTE)",
+            f"-mca {new}" if new else OMPI5_GONE.get(key, "remove it"),
+        )
+    if call.has("quiet", "q"):
+        yield Finding("K3", "error", "Open MPI 5's mpirun rejects -quiet", "remove -quiet")
+    if call.has("npernode", "N") and call.has("map-by"):
+        yield Finding(
+            "K3",
+            "error",
+            "Open MPI 5 refuses -npernode together with -map-by",
+            "--map-by ppr:<slots>:node (and no -npernode)",
+        )
+
+
 RULES = [
     rule_double_launcher,
     rule_bare_script,
@@ -403,6 +462,7 @@ RULES = [
     rule_np,
     rule_root,
     rule_debug_flags,
+    rule_openmpi5,
 ]
 
 
@@ -419,8 +479,7 @@ def mpijob(
     shm_size: str = "1Gi",
 ) -> dict:
     """A kubeflow.org/v2beta1 MPIJob: launcher runs `launcher`, workers run sshd (W1-W4)."""
-    if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) or len(name) > 63:
-        raise UsageError(f"--name {name}: not a Kubernetes name (lowercase, digits, '-')")
+    _k8s_name(name)
     shm_volume = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}
     shm_mount = {"name": "dshm", "mountPath": "/dev/shm"}
     worker_resources = {"limits": {"nvidia.com/gpu": gpus_per_worker}} if gpus_per_worker else {}
@@ -459,3 +518,191 @@ def mpijob(
             },
         },
     }
+
+
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+
+
+def trainjob(
+    name: str,
+    image: str,
+    workers: int,
+    slots: int,
+    launcher: list[str],
+    gpus_per_worker: int = 0,
+    shm_size: str = "1Gi",
+    ssh_port: int = 22,
+) -> list[dict]:
+    """Kubeflow Trainer v2 (K2): a TrainingRuntime with an MPI policy, and the TrainJob that
+    runs `launcher` with it. The image is set on the launcher *and* the nodes (a runtime that
+    leaves the nodes on its default image runs the job on the wrong one: trainer#4030); nodes
+    run sshd as their command, never the training command, and the launcher waits for them."""
+    _k8s_name(name)
+    runtime = f"{name}-runtime"
+    shm_volume = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}
+    shm_mount = {"name": "dshm", "mountPath": "/dev/shm"}
+    node = {
+        "name": "node",
+        "image": image,
+        "command": list(WORKER_COMMAND),
+        "readinessProbe": {"tcpSocket": {"port": ssh_port}, "initialDelaySeconds": 2},
+        "volumeMounts": [shm_mount],
+    }
+    launcher_container = {"name": "node", "image": image}
+    replicated = [
+        _replicated_job("node", node, shm_volume),
+        {
+            **_replicated_job("launcher", launcher_container, None, trainer_step=True),
+            "dependsOn": [{"name": "node", "status": "Ready"}],
+        },
+    ]
+    training_runtime = {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainingRuntime",
+        "metadata": {"name": runtime},
+        "spec": {
+            "mlPolicy": {
+                "numNodes": workers,
+                "mpi": {
+                    "numProcPerNode": slots,
+                    "mpiImplementation": "OpenMPI",
+                    "sshAuthMountPath": "/root/.ssh",  # R1: imagekit's images run as root
+                    "runLauncherAsNode": False,
+                },
+            },
+            "template": {
+                "spec": {
+                    "network": {"publishNotReadyAddresses": True},
+                    "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
+                    "replicatedJobs": replicated,
+                }
+            },
+        },
+    }
+    trainer: dict = {
+        "image": image,
+        "command": launcher,
+        "numNodes": workers,
+        "numProcPerNode": slots,
+    }
+    if gpus_per_worker:
+        trainer["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": gpus_per_worker}}
+    job = {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runtimeRef": {
+                "name": runtime,
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": "TrainingRuntime",
+            },
+            "trainer": trainer,
+        },
+    }
+    return [training_runtime, job]
+
+
+def _replicated_job(
+    name: str, container: dict, volume: dict | None, trainer_step: bool = False
+) -> dict:
+    pod: dict = {"containers": [container]}
+    if volume:
+        pod["volumes"] = [volume]
+    template: dict = {}
+    if trainer_step:  # where the TrainJob's trainer (image, command) is applied
+        template["metadata"] = {
+            "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+        }
+    template["spec"] = {"template": {"spec": pod}}
+    return {"name": name, "template": template}
+
+
+def _k8s_name(name: str) -> None:
+    if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) or len(name) > 63:
+        raise UsageError(f"--name {name}: not a Kubernetes name (lowercase, digits, '-')")
+
+
+# -- the commands' entry points (`imagekit mpirun`, `imagekit mpijob`) ---------------------------
+
+
+def mpirun_line(request: dict, recipe: Path | None, profile: str) -> LaunchLine:
+    """The recommended launch line; MCA parameters the recipe bakes in are left out, and a
+    profile whose sshd is not on port 22 gets the rsh agent pointed at its port."""
+    fields = dict(request)  # the caller's mapping stays as it was
+    plan = None
+    if recipe is not None:  # the recipe machinery is the slow part of start-up: only then
+        from imagekit.loader import recipe_plan
+
+        plan = recipe_plan(recipe)
+    if plan is not None:
+        fields.setdefault("baked_mca", {k: v for k, v, _ in (*plan.mca, *plan.prte_mca)})
+        if fields.get("openmpi_major") is None:
+            fields["openmpi_major"] = plan.openmpi_major
+        if fields.get("gpu") is None:
+            fields["gpu"] = plan.accel == "gpu"
+    fields["gpu"] = bool(fields.get("gpu"))
+    fields["openmpi_major"] = int(fields.get("openmpi_major") or 4)
+    fields["ssh_port"] = profile_port(profile)
+    return recommend(LaunchRequest(**fields))
+
+
+def profile_port(name_or_path: str) -> int:
+    """A profile's sshd port. A built-in profile's is read straight from the data file:
+    building the profile model (pydantic) would be most of `imagekit mpirun`'s start-up.
+    The unit tests hold this equal to `load_profile(...).port` for every built-in profile."""
+    import yaml
+
+    text = resources.files("imagekit").joinpath("data/profiles.yaml").read_text("utf-8")
+    body = yaml.safe_load(text).get(name_or_path)
+    if isinstance(body, dict):
+        port = body.get("port", 22)
+        if isinstance(port, int):
+            return port
+    from imagekit.profiles import load_profile  # a user's profile file: validated
+
+    return load_profile(name_or_path).port
+
+
+def openmpi_major_of(flag: str | None, recipe: Path | None) -> int | None:
+    """`--openmpi` wins; else the recipe's Open MPI; else unknown."""
+    if flag is not None:
+        return int(flag)
+    from imagekit.loader import recipe_plan
+
+    plan = recipe_plan(recipe)
+    return plan.openmpi_major if plan is not None else None
+
+
+OPERATORS = ("mpi-operator", "trainer-v2")
+
+
+def mpijob_manifest(
+    target: str,
+    name: str,
+    workers: int,
+    slots: int,
+    command: tuple[str, ...],
+    gpus_per_worker: int,
+    shm_size: str,
+    operator: str = "mpi-operator",
+) -> list[dict]:
+    """The documents to `kubectl apply` for TARGET under `operator`."""
+    from imagekit.loader import recipe_plan, resolve_target
+
+    image, recipe = resolve_target(target)
+    line = mpirun_line(
+        {
+            "workers": workers,
+            "slots": slots,
+            "command": command,
+            "gpu": True if gpus_per_worker else None,
+        },
+        recipe,
+        "seed",
+    )
+    if operator == "trainer-v2":
+        plan = recipe_plan(recipe)
+        port = plan.ssh_port if plan is not None else 22
+        return trainjob(name, image, workers, slots, line.argv, gpus_per_worker, shm_size, port)
+    return [mpijob(name, image, workers, slots, line.argv, gpus_per_worker, shm_size)]

@@ -4,6 +4,7 @@ layer deletes or overwrites: a registry serves every layer, not the final filesy
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import tarfile
 from collections.abc import Callable, Iterator
@@ -37,11 +38,7 @@ def walk(
     `inspect(path, size)` selects get their first 4 KiB in `head`."""
     by_name: dict[str, list[LayerFile]] = {}
     manifest = None
-    if isinstance(archive, Path):
-        outer = tarfile.open(archive, mode="r|")
-    else:
-        outer = tarfile.open(fileobj=archive, mode="r|")
-    with outer:
+    with _open_archive(archive) as outer:
         for member in outer:
             if member.name == "manifest.json":
                 manifest = json.load(outer.extractfile(member))
@@ -55,6 +52,13 @@ def walk(
     for index, name in enumerate(manifest[0]["Layers"]):
         files.extend(replace(f, layer=index) for f in by_name.get(name, []))
     return _mark_shadowed(files)
+
+
+def _open_archive(archive: Path | IO[bytes]) -> tarfile.TarFile:
+    """A `docker save` archive from a path or a non-seekable stream, read in one pass."""
+    if isinstance(archive, Path):
+        return tarfile.open(archive, mode="r|")
+    return tarfile.open(fileobj=archive, mode="r|")
 
 
 def _layer_files(
@@ -95,3 +99,213 @@ def _mark_shadowed(files: list[LayerFile]) -> list[LayerFile]:
         )
         result.append(replace(f, shadowed=shadowed))
     return result
+
+
+# -- the final filesystem, with every property a diff must see ------------------------------
+
+KINDS = {
+    tarfile.REGTYPE: "file",
+    tarfile.AREGTYPE: "file",
+    tarfile.DIRTYPE: "dir",
+    tarfile.SYMTYPE: "symlink",
+    tarfile.LNKTYPE: "hardlink",
+    tarfile.CHRTYPE: "char",
+    tarfile.BLKTYPE: "block",
+    tarfile.FIFOTYPE: "fifo",
+}
+XATTR = "SCHILY.xattr."  # how tar (PAX) carries extended attributes, file capabilities too
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One path of an image's final filesystem."""
+
+    kind: str  # file | dir | symlink | hardlink | char | block | fifo
+    mode: int  # permission bits (with setuid/setgid/sticky)
+    uid: int
+    gid: int
+    size: int
+    sha256: str | None  # regular files only
+    link: str | None  # symlink target, or the path a hardlink points at
+    xattrs: tuple[tuple[str, str], ...]  # (name, hex value), e.g. security.capability
+    mtime: int
+    layer: int  # the layer that last wrote it (0 = bottom)
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    index: int
+    digest: str  # the layer blob's name in the archive (its digest for OCI layouts)
+    diff_id: str  # sha256 of the uncompressed layer, from the image config
+    size: int
+    created_by: str  # the instruction that made it, from the config's history
+
+
+@dataclass(frozen=True)
+class ImageTree:
+    config: dict
+    layers: tuple[LayerInfo, ...]
+    files: dict[str, Entry]
+
+
+def final_tree(archive: Path | IO[bytes]) -> ImageTree:
+    """The image's filesystem as a container sees it (whiteouts applied), every entry with
+    type, mode, owner, link target, xattrs, size, content hash and mtime; plus the config
+    and per-layer facts. One pass over a path or a non-seekable `docker save` stream."""
+    raw: dict[str, tuple[int, list[tuple[str, Entry | None]]]] = {}
+    manifest = None
+    documents: dict[str, bytes] = {}  # small JSON members: the image config among them
+    with _open_archive(archive) as outer:
+        for member in outer:
+            name = member.name
+            if not member.isfile() or not (
+                name.endswith((".json", ".tar")) or name.startswith("blobs/")
+            ):
+                continue
+            fh = outer.extractfile(member)
+            if name == "manifest.json":
+                manifest = json.load(fh)
+            elif member.size < 1 << 20:  # configs are small; so are some layers (read whole)
+                data = fh.read()
+                if data[:1] == b"{":
+                    documents[name] = data
+                else:
+                    raw[name] = (member.size, list(_tree_entries(io.BytesIO(data))))
+            else:
+                raw[name] = (member.size, list(_tree_entries(fh)))
+    if manifest is None:
+        raise ValueError("not a docker save archive: no manifest.json")
+    config = json.loads(documents.get(manifest[0]["Config"], b"{}"))
+    history = [h for h in config.get("history", []) if not h.get("empty_layer")]
+    diff_ids = config.get("rootfs", {}).get("diff_ids", [])
+    files: dict[str, Entry] = {}
+    layers = []
+    for index, name in enumerate(manifest[0]["Layers"]):
+        size, entries = raw.get(name, (0, []))
+        layers.append(
+            LayerInfo(
+                index,
+                name,
+                diff_ids[index] if index < len(diff_ids) else "",
+                size,
+                history[index].get("created_by", "") if index < len(history) else "",
+            )
+        )
+        _apply_layer(files, entries, index)
+    return ImageTree(config, tuple(layers), files)
+
+
+def _apply_layer(files: dict[str, Entry], entries: list[tuple[str, Entry | None]], index: int):
+    """Whiteouts first (they only ever hide lower layers), then this layer's entries."""
+    for path, entry in entries:
+        if entry is not None:
+            continue
+        head, _, tail = path.rpartition("/")
+        if tail == ".wh..wh..opq":
+            prefix = f"{head}/" if head else ""
+            for key in [k for k in files if k.startswith(prefix) and k != head]:
+                del files[key]
+        else:
+            gone = f"{head}/{tail[len(WHITEOUT) :]}".lstrip("/")
+            for key in [k for k in files if k == gone or k.startswith(gone + "/")]:
+                del files[key]
+    for path, entry in entries:
+        if entry is not None:
+            files[path] = replace(entry, layer=index)
+
+
+def _tree_entries(fh: IO[bytes]) -> Iterator[tuple[str, Entry | None]]:
+    with tarfile.open(fileobj=fh, mode="r|*") as layer:
+        for member in layer:
+            path = member.name.removeprefix("./").strip("/")
+            if not path:
+                continue
+            if path.rpartition("/")[2].startswith(WHITEOUT):
+                yield path, None
+                continue
+            digest = None
+            if member.isfile():
+                digest = hashlib.sha256(layer.extractfile(member).read()).hexdigest()
+            link = None
+            if member.issym():
+                link = member.linkname
+            elif member.islnk():
+                link = member.linkname.removeprefix("./").lstrip("/")
+            xattrs = tuple(
+                sorted(
+                    (key[len(XATTR) :], value.encode("utf-8", "surrogateescape").hex())
+                    for key, value in member.pax_headers.items()
+                    if key.startswith(XATTR)
+                )
+            )
+            yield (
+                path,
+                Entry(
+                    KINDS.get(member.type, "other"),
+                    member.mode & 0o7777,  # some writers keep the type bits (040755)
+                    member.uid,
+                    member.gid,
+                    member.size if member.isfile() else 0,
+                    digest,
+                    link,
+                    xattrs,
+                    int(member.mtime),
+                    -1,
+                ),
+            )
+
+
+def read_files(archive: Path | IO[bytes], wanted: set[str]) -> dict[str, bytes]:
+    """The final content of each wanted regular file (from the highest layer that holds
+    it), for `imagekit diff --report-dir`. Paths without the leading "/"."""
+    found: dict[str, dict[str, bytes]] = {}  # layer blob -> path -> bytes
+    manifest = None
+    with _open_archive(archive) as outer:
+        for member in outer:
+            if not member.isfile():
+                continue
+            fh = outer.extractfile(member)
+            if member.name == "manifest.json":
+                manifest = json.load(fh)
+            elif member.name.endswith(".tar") or member.name.startswith("blobs/"):
+                head = fh.read(1)
+                if head in (b"{", b""):
+                    continue
+                found[member.name] = _wanted_members(_Prepend(head, fh), wanted)
+    if manifest is None:
+        raise ValueError("not a docker save archive: no manifest.json")
+    result: dict[str, bytes] = {}
+    for name in manifest[0]["Layers"]:
+        result.update(found.get(name, {}))
+    return result
+
+
+def _wanted_members(fh: IO[bytes], wanted: set[str]) -> dict[str, bytes]:
+    out = {}
+    with tarfile.open(fileobj=fh, mode="r|*") as layer:
+        for member in layer:
+            path = member.name.removeprefix("./").strip("/")
+            if member.isfile() and path in wanted:
+                out[path] = layer.extractfile(member).read()
+    return out
+
+
+class _Prepend(io.RawIOBase):
+    """A stream with bytes already read put back in front (tarfile reads from the start)."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]):
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            if size is None or size < 0:
+                data, self._head = self._head + self._rest.read(), b""
+                return data
+            data, self._head = self._head[:size], self._head[size:]
+            if len(data) < size:
+                data += self._rest.read(size - len(data))
+            return data
+        return self._rest.read(size)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
+from imagekit.ompi import OMPI5_MCA_RENAMES
 from imagekit.recipe import LoadedRecipe, Recipe
 
 LABEL_PREFIX = "io.imagekit"
@@ -44,6 +45,27 @@ MCA_WHY = {
     "oob_tcp_if_include": "L6: pin out-of-band traffic to the pod interface",
     "plm_rsh_no_tree_spawn": "L10: launch every worker from the launcher; more stable in K8s",
     "orte_abort_on_non_zero_status": "L10: one failing rank ends the job",
+    "plm_ssh_no_tree_spawn": "L10: launch every worker from the launcher; more stable in K8s",
+    "prte_default_hostfile": (
+        "K3: Open MPI 5 ignores the operators' OMPI_MCA_orte_default_hostfile; without this"
+        " every rank runs on the launcher and the job still exits 0"
+    ),
+    "prte_keep_fqdn_hostnames": (
+        "K3: the operators' hostfiles name workers by FQDN (Open MPI 5 ignores"
+        " OMPI_MCA_orte_keep_fqdn_hostnames)"
+    ),
+}
+
+# Open MPI 5 runs jobs with PRRTE, which reads its own parameter file and names: ORTE's
+# names from the defaults (and from Open MPI 4 habits) map onto these.
+# Frameworks of the runtime (PRRTE) rather than the MPI library, by parameter prefix.
+PRTE_PREFIXES = ("plm_", "oob_", "prte_", "ras_", "rmaps_", "odls_", "errmgr_", "state_")
+# Where the operators put the hostfile (R/L: /etc/mpi/hostfile); Open MPI 5 images read it
+# by default, so a launch without --hostfile still reaches the workers (K3).
+OPERATOR_HOSTFILE = "/etc/mpi/hostfile"
+OPENMPI5_DEFAULT_PRTE = {
+    "prte_default_hostfile": OPERATOR_HOSTFILE,
+    "prte_keep_fqdn_hostnames": "1",
 }
 
 
@@ -115,6 +137,13 @@ class Plan:
     host_keys: str
     allow_run_as_root: bool
     path_prefix: tuple[str, ...] = field(default=())
+    openmpi_major: int = 4
+    # Open MPI 5: PRRTE's own parameters and file (the launch side: plm, oob, prte, ...).
+    prte_mca: tuple[tuple[str, str, str], ...] = ()
+    prte_conf_path: str | None = None
+    # torch from the distro: pip stages install on top of Debian's packages, shadowing (never
+    # uninstalling) the ones they need newer, and never replacing the distro's torch.
+    pip_over_distro: bool = False
     # apt stage -> `apt-get install` arguments: names, or exact `name=version` when locked.
     apt_installs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # pip stage -> requirements file (`name==version --hash=sha256:...`), when locked.
@@ -157,6 +186,9 @@ def make_plan(loaded: LoadedRecipe) -> Plan:
     bootstrap = _bootstrap(r)
     tarball = _openmpi_tarball(r)
     path_prefix = (f"{OPENMPI_TARBALL_PREFIX}/bin",) if tarball else ()
+    ompi_major = Version(r.openmpi.version).major
+    mpi_mca, prte_mca = _mca(r, ompi_major)
+    etc = f"{OPENMPI_TARBALL_PREFIX}/etc" if tarball else "/etc/openmpi"
     return Plan(
         name=r.name,
         recipe_sha256=loaded.sha256,
@@ -181,18 +213,44 @@ def make_plan(loaded: LoadedRecipe) -> Plan:
         apt_extras=r.packages.apt,
         base_env=_base_env(r),
         user_env={k: str(v) for k, v in r.env.items()},
-        mca=tuple((k, str(v), MCA_WHY.get(k, "set by the recipe")) for k, v in r.mpi.mca.items()),
-        mca_conf_path=(
-            f"{OPENMPI_TARBALL_PREFIX}/etc/openmpi-mca-params.conf"
-            if tarball
-            else "/etc/openmpi/openmpi-mca-params.conf"
-        ),
+        mca=mpi_mca,
+        mca_conf_path=f"{etc}/openmpi-mca-params.conf",
         ssh_port=r.ssh.port,
         user_keys=r.ssh.user_keys,
         host_keys=r.ssh.host_keys,
         allow_run_as_root=r.mpi.allow_run_as_root,
         path_prefix=path_prefix,
+        openmpi_major=ompi_major,
+        prte_mca=prte_mca,
+        prte_conf_path=f"{etc}/prte-mca-params.conf" if ompi_major >= 5 else None,
+        pip_over_distro=r.torch.source == "distro",
     )
+
+
+McaLines = tuple[tuple[str, str, str], ...]
+
+
+def _mca(r: Recipe, ompi_major: int) -> tuple[McaLines, McaLines]:
+    """(MPI library parameters, PRRTE parameters): one file before Open MPI 5, two from it."""
+    if ompi_major < 5:
+        lines = tuple(
+            (k, str(v), MCA_WHY.get(k, "set by the recipe")) for k, v in r.mpi.mca.items()
+        )
+        return lines, ()
+    mpi: list[tuple[str, str, str]] = []
+    prte: dict[str, tuple[str, str, str]] = {
+        k: (k, v, MCA_WHY[k]) for k, v in OPENMPI5_DEFAULT_PRTE.items()
+    }
+    for key, value in r.mpi.mca.items():
+        name = OMPI5_MCA_RENAMES.get(key, key)
+        why = MCA_WHY.get(key, "set by the recipe")
+        if name != key:
+            why = f"{why} (Open MPI 5's name for {key})"
+        if name.startswith(PRTE_PREFIXES):
+            prte[name] = (name, str(value), why)
+        else:
+            mpi.append((name, str(value), why))
+    return tuple(mpi), tuple(prte.values())
 
 
 def expected_versions(r: Recipe) -> dict[str, str]:
@@ -200,7 +258,7 @@ def expected_versions(r: Recipe) -> dict[str, str]:
     versions = {
         "python": r.python.version,
         "openmpi": r.openmpi.version,
-        "torch": torch_pin(r),
+        "torch": torch_pin(r) if r.torch.source == "pip" else r.torch.version,
         "deepspeed": r.deepspeed.version,
         "nccl": r.nccl.version,
     }
@@ -242,7 +300,14 @@ def _bootstrap(r: Recipe) -> BootstrapSpec | None:
 
 def _python_packages(r: Recipe) -> tuple[str, ...]:
     if r.python.source == "distro":
-        return ("python3", "python3-dev", "python3-pip", "python3-venv", "python-is-python3")
+        packages = ("python3", "python3-dev", "python3-pip", "python3-venv", "python-is-python3")
+        if r.torch.source == "distro":
+            # setuptools: DeepSpeed's sdist builds against the system site (no isolation
+            # from Debian's torch), and Python 3.12+ no longer ships it. DeepSpeed's ops
+            # compile against torch's C++ headers, which Debian ships in libtorch-dev, and
+            # pybind11's (tried: without them, `#include <torch/extension.h>` fails).
+            packages += ("python3-torch", "python3-setuptools", "libtorch-dev", "pybind11-dev")
+        return packages
     py = f"python{r.python.version}"
     return (py, f"{py}-dev", f"{py}-venv", "python3-pip")
 
@@ -260,12 +325,13 @@ def _openmpi_tarball(r: Recipe) -> dict[str, str] | None:
 
 def _pip_steps(r: Recipe) -> tuple[PipStep, ...]:
     """Separate stages so a DeepSpeed bump leaves the torch layer cached."""
-    steps = [
-        PipStep("torch", (f"torch=={torch_pin(r)}",)),
-        PipStep("deepspeed", (f"deepspeed=={r.deepspeed.version}",), needs=("torch",)),
-    ]
+    steps = []
+    if r.torch.source == "pip":
+        steps.append(PipStep("torch", (f"torch=={torch_pin(r)}",)))
+    below = tuple(s.stage for s in steps)
+    steps.append(PipStep("deepspeed", (f"deepspeed=={r.deepspeed.version}",), needs=below))
     if r.packages.pip:
-        steps.append(PipStep("extras", r.packages.pip, needs=("torch", "deepspeed")))
+        steps.append(PipStep("extras", r.packages.pip, needs=(*below, "deepspeed")))
     return tuple(steps)
 
 
@@ -293,7 +359,7 @@ def _labels(r: Recipe, sha: str, tag: str, expected: dict[str, str]) -> dict[str
         "org.opencontainers.image.description": r.description or r.name,
         f"{LABEL_PREFIX}.recipe": r.name,
         f"{LABEL_PREFIX}.recipe-sha256": sha,
-        f"{LABEL_PREFIX}.ssh.port": str(r.ssh.port),
+        f"{LABEL_PREFIX}.ssh.port": str(r.ssh.port),  # read by smoke (declared_port)
         f"{LABEL_PREFIX}.ssh.user-keys": r.ssh.user_keys,
         f"{LABEL_PREFIX}.ssh.host-keys": r.ssh.host_keys,
         f"{LABEL_PREFIX}.mpi.allow-run-as-root": str(r.mpi.allow_run_as_root).lower(),

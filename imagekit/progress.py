@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from imagekit.engine import Event, Log, Message, Step
+from imagekit.events import Event, Log, Message, Step
 
 
 class PlainReporter:

@@ -15,32 +15,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from imagekit.engine import Engine, Message, Reporter, split_ref
-from imagekit.errors import ImagekitError, UsageError
+from imagekit.errors import (
+    PublishAuthError,
+    PublishError,
+    PublishRefusedError,
+    RegistryError,
+    UsageError,
+)
 from imagekit.files import write_json_atomic
 from imagekit.plan import LABEL_PREFIX
-from imagekit.registry import RegistryClient, RegistryError
+from imagekit.registry import RegistryClient
 
 RECORD_SCHEMA = "imagekit.publish-record/v1"
-
-
-class PublishError(ImagekitError):
-    """The push failed (exit 11); the registry may hold blobs but no tag moved."""
-
-    exit_code = 11
-
-
-class PublishAuthError(PublishError):
-    """The registry refused our credentials (exit 12); never retried."""
-
-    exit_code = 12
-    debug_tip = False
-
-
-class PublishRefusedError(PublishError):
-    """Publishing was refused before anything was pushed (exit 13)."""
-
-    exit_code = 13
-    debug_tip = False
 
 
 @dataclass(frozen=True)
@@ -119,10 +105,18 @@ def publish(image: str, options: PublishOptions, report: Reporter) -> PublishRec
                 "version tags are immutable (use --force to overwrite)"
             )
     digest = ""
-    for tag in version_tags:
-        digest = _push_with_retries(engine, info["Id"], repository, tag, options, report)
-    for tag in options.moving_tags:  # moved only once every version tag is in
-        _push_with_retries(engine, info["Id"], repository, tag, options, report)
+    # `docker push` pushes a local tag: the ones made for it here go again on the way out
+    # (success, failure or a signal), so publishing leaves the engine's tags as it found them.
+    made = [f"{repository}:{t}" for t in (*version_tags, *options.moving_tags)]
+    made = [ref for ref in made if not engine.image_exists(ref)]
+    try:
+        for tag in version_tags:
+            digest = _push_with_retries(engine, info["Id"], repository, tag, options, report)
+        for tag in options.moving_tags:  # moved only once every version tag is in
+            _push_with_retries(engine, info["Id"], repository, tag, options, report)
+    finally:
+        for ref in made:
+            engine.remove_image_tag(ref)
     record = PublishRecord(
         schema=RECORD_SCHEMA,
         repository=repository,

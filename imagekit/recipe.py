@@ -8,26 +8,20 @@ beyond reading the recipe files themselves.
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import re
 import string
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from packaging.version import InvalidVersion, Version
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
-
-from imagekit.errors import RecipeError
 
 # ---------------------------------------------------------------------------
 # Value types
@@ -149,6 +143,19 @@ class Torch(Model):
         pattern=r"^(cpu|cu\d{3,4})$",
     )
     index_url: str | None = Field(None, description="PyTorch wheel index (e.g. .../whl/cu121)")
+    source: Literal["pip", "distro"] = Field(
+        "pip",
+        description="pip: PyTorch's wheel; distro: the distro's python3-torch (Debian 13: "
+        "2.6.0, CPU), for Pythons no CPU wheel is reachable for",
+    )
+
+    @model_validator(mode="after")
+    def _distro_torch_is_cpu(self) -> Torch:
+        if self.source == "distro" and self.variant != "cpu":
+            raise ValueError("source: distro is the distro's CPU build: use variant: cpu")
+        if self.source == "distro" and self.index_url:
+            raise ValueError("index_url is only for source: pip")
+        return self
 
 
 class DeepSpeed(Model):
@@ -238,9 +245,18 @@ class Recipe(Model):
     deepspeed: DeepSpeed
     packages: Packages = Packages()
     env: dict[str, ConfigValue] = {}
+    env_not_secret: tuple[str, ...] = Field(
+        (), description="env names that sound secret but are not (e.g. TOKENIZERS_PARALLELISM)"
+    )
     ssh: Ssh = Ssh()
     mpi: Mpi = Mpi()
     image: Image
+
+    @model_validator(mode="after")
+    def _distro_torch_needs_distro_python(self) -> Recipe:
+        if self.torch.source == "distro" and self.python.source != "distro":
+            raise ValueError("torch.source: distro needs python.source: distro")
+        return self
 
 
 # ---------------------------------------------------------------------------
@@ -255,118 +271,6 @@ class LoadedRecipe(BaseModel):
     recipe: Recipe
     path: Path
     sha256: str  # hash of the merged, validated recipe (stable across key order)
-
-
-def load_recipe(path: str | Path) -> LoadedRecipe:
-    """Read, merge `extends`, validate schema and compatibility rules. Raises RecipeError."""
-    from imagekit import compat  # compat imports Recipe; keep the cycle lazy
-
-    path = Path(path)
-    data = _load_merged(path, chain=())
-    recipe = _validate(data, path)
-    problems = [f"{path}: {p}" for p in compat.errors(recipe)]
-    if problems:
-        raise RecipeError(problems)
-    digest = hashlib.sha256(
-        json.dumps(recipe.model_dump(mode="json"), sort_keys=True).encode()
-    ).hexdigest()
-    return LoadedRecipe(recipe=recipe, path=path, sha256=digest)
-
-
-def _load_merged(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
-    data = _read_yaml(path)
-    parent = data.pop("extends", None)
-    if parent is None:
-        return data
-    if not isinstance(parent, str):
-        raise RecipeError([f"{path}: extends: must be a file name, got {type(parent).__name__}"])
-    parent_path = (path.parent / parent).resolve()
-    if parent_path in chain or parent_path == path.resolve():
-        raise RecipeError([f"{path}: extends: cycle through {parent}"])
-    if not parent_path.is_file():
-        raise RecipeError([f"{path}: extends: no such recipe {parent}"])
-    base = _load_merged(parent_path, chain + (path.resolve(),))
-    return deep_merge(base, data)
-
-
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """Mappings merge key by key; everything else (lists included) is replaced whole."""
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecipeError([f"{path}: no such file"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeError([f"{path}: cannot read: {exc}"]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise RecipeError([f"{path}: {where}malformed YAML: {problem}"]) from None
-    if data is None:
-        raise RecipeError([f"{path}: the recipe is empty"])
-    if not isinstance(data, dict):
-        raise RecipeError([f"{path}: a recipe must be a mapping, got {type(data).__name__}"])
-    return data
-
-
-def _validate(data: dict[str, Any], path: Path) -> Recipe:
-    try:
-        return Recipe.model_validate(data)
-    except ValidationError as exc:
-        raise RecipeError([f"{path}: {_describe(err)}" for err in exc.errors()]) from None
-
-
-def _describe(err: dict[str, Any]) -> str:
-    loc = [str(part) for part in err["loc"]]
-    field = ".".join(loc) or "(top level)"
-    if err["type"] == "extra_forbidden":
-        return f"{field}: unknown key{_did_you_mean(loc)}"
-    if err["type"] == "missing":
-        return f"{field}: required field is missing"
-    msg = err["msg"]
-    msg = msg.removeprefix("Value error, ")
-    value = err.get("input")
-    if err["type"] == "string_type" and isinstance(value, int | float):
-        # YAML reads 3.10 as the float 3.1: the most common recipe typo of all.
-        msg += f' (got number {value!r}; quote it in YAML: "{value}")'
-    elif err["type"].endswith("_type"):
-        msg += f" (got {type(value).__name__} {value!r})"
-    return f"{field}: {msg}"
-
-
-def _did_you_mean(loc: list[str]) -> str:
-    """Suggest the nearest field name of the model that owns the unknown key."""
-    model: type[BaseModel] = Recipe
-    for part in loc[:-1]:
-        field = model.model_fields.get(part)
-        inner = _model_of(field.annotation) if field else None
-        if inner is None:
-            return ""
-        model = inner
-    matches = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1, cutoff=0.6)
-    return f" (did you mean {matches[0]!r}?)" if matches else ""
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
-        if found:
-            return found
-    return None
 
 
 def tag_fields(template: str) -> list[str]:

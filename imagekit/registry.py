@@ -13,19 +13,14 @@ from pathlib import Path
 
 import requests
 
+from imagekit.errors import RegistryError
+
 MANIFEST_TYPES = ", ".join(
     [
         "application/vnd.docker.distribution.manifest.v2+json",
         "application/vnd.oci.image.manifest.v1+json",
     ]
 )
-
-
-class RegistryError(Exception):
-    def __init__(self, message: str, *, auth: bool = False, transient: bool = True):
-        super().__init__(message)
-        self.auth = auth
-        self.transient = transient
 
 
 def docker_config() -> dict:

@@ -14,7 +14,16 @@ from pathlib import Path
 
 import jinja2
 
-from imagekit.plan import BUILD_DIR, STAGE_ROOT, TORCH_EXTENSIONS_DIR, Plan, session_env_names
+from imagekit.errors import RecipeError, StaleRenderError
+from imagekit.loader import validate
+from imagekit.plan import (
+    BUILD_DIR,
+    OPERATOR_HOSTFILE,
+    STAGE_ROOT,
+    TORCH_EXTENSIONS_DIR,
+    Plan,
+    session_env_names,
+)
 
 BUILD_SUBDIR = "imagekit-build"
 KEYS_SUBDIR = "imagekit-keys"
@@ -31,6 +40,8 @@ class ContextOptions:
     # `--ssh-keys DIR`, read: relative path (host/..., user/...) -> key text. Baked keys
     # come from outside instead of ssh-keygen at build time, so rebuilds are identical.
     ssh_keys: dict[str, str] | None = None
+    # `--final-apt-sources public`: undo the `--apt-mirror` rewrite in the image's last layer.
+    public_apt_sources: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,8 @@ def render_context(
             "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)"
         ),
         "session_env": session_env_names(plan),
+        "operator_hostfile": OPERATOR_HOSTFILE,
+        "pip_env": f"PIP_CONFIG_FILE={BUILD_DIR}/pip.conf PIP_BREAK_SYSTEM_PACKAGES=1 PYTHONHASHSEED=0",
         "torch_extensions_dir": TORCH_EXTENSIONS_DIR,
         # apt's caches are rebuilt by every `apt-get update`: removing them in the same layer
         # keeps each apt layer from shipping ~80 MB the next one replaces (dive counts it).
@@ -100,12 +113,22 @@ def render_context(
         "imagekit/openmpi-mca-params.conf": "openmpi-mca-params.conf.j2",
         "imagekit/entrypoint.sh": "entrypoint.sh",
         "imagekit/apt-install.sh": "apt-install.sh",
+        "imagekit/apt-mirror.sh": "apt-mirror.sh",
         f"{BUILD_SUBDIR}/pip.conf": "pip.conf.j2",
         f"{BUILD_SUBDIR}/README.md": "build-README.md.j2",
     }
     rendered = {path: env.get_template(name).render(values) for path, name in files.items()}
     if plan.prebuild_ops:
         rendered["imagekit/ninja-normalize.py"] = env.get_template("ninja-normalize.py").render()
+    if plan.prte_conf_path:
+        rendered["imagekit/prte-mca-params.conf"] = env.get_template(
+            "prte-mca-params.conf.j2"
+        ).render(values)
+        rendered["imagekit/hostfile-placeholder"] = env.get_template(
+            "hostfile-placeholder"
+        ).render()
+    if plan.pip_over_distro:
+        rendered[f"{BUILD_SUBDIR}/pip-pins.py"] = env.get_template("pip-pins.py").render()
     for stage, requirements in plan.pip_locks.items():
         rendered[f"imagekit-lock/{stage}.txt"] = requirements
     modes = {}
@@ -186,3 +209,34 @@ def stale_files(context: Context, committed: Path) -> list[str]:
         on_disk = {p.relative_to(committed).as_posix() for p in committed.rglob("*") if p.is_file()}
         stale.extend(sorted(on_disk - set(context.files)))
     return stale
+
+
+# -- recipes -> committed renders (`imagekit render`) ------------------------------------------
+
+from imagekit.paths import DEFAULT_RENDERS_DIR  # noqa: E402  (re-exported)
+
+
+def render_recipes(
+    paths: list[Path], out: Path | None, renders_dir: Path = DEFAULT_RENDERS_DIR
+) -> list[Path]:
+    """Write each recipe's build context (to `out`, or dockerfiles/<name>/)."""
+    if out is not None and len(paths) != 1:
+        raise RecipeError([f"-o {out}: give exactly one recipe with -o"])
+    rendered = [(v.plan, render_context(v.plan)) for v in validate(paths)]
+    return [write_context(ctx, out or renders_dir / plan.name) for plan, ctx in rendered]
+
+
+def check_renders(paths: list[Path], renders_dir: Path = DEFAULT_RENDERS_DIR) -> list[Path]:
+    """Raise StaleRenderError naming every recipe whose committed render is stale."""
+    checked, stale = [], []
+    for v in validate(paths):
+        committed = renders_dir / v.plan.name
+        files = stale_files(render_context(v.plan), committed)
+        if files:
+            stale.append(
+                f"{v.loaded.path}: committed render {committed}/ is stale ({', '.join(files)})"
+            )
+        checked.append(committed)
+    if stale:
+        raise StaleRenderError("\n".join(stale), hint="run `imagekit render` and commit the result")
+    return checked

@@ -10,35 +10,52 @@ from imagekit.engine import Engine
 from imagekit.errors import ImagekitError
 
 SECRET_FILES = ("id_rsa", "id_rsa.pub", "authorized_keys")
-KEYGEN = (
-    "rm -f /tmp/imagekit-key /tmp/imagekit-key.pub"
-    " && ssh-keygen -q -t rsa -b 2048 -N '' -C imagekit-run-key -f /tmp/imagekit-key"
-    " && cat /tmp/imagekit-key /tmp/imagekit-key.pub && rm -f /tmp/imagekit-key*"
-)
+KEY_ARGS = {"rsa": "-t rsa -b 2048", "ecdsa": "-t ecdsa -b 521"}  # ecdsa: Trainer v2's P-521
+
+
+def keygen(key_type: str = "rsa") -> str:
+    return (
+        "rm -f /tmp/imagekit-key /tmp/imagekit-key.pub"
+        f" && ssh-keygen -q {KEY_ARGS[key_type]} -N '' -C imagekit-run-key -f /tmp/imagekit-key"
+        " && cat /tmp/imagekit-key /tmp/imagekit-key.pub && rm -f /tmp/imagekit-key*"
+    )
+
+
+KEYGEN = keygen()
 
 
 def split_keygen_output(image: str, output: str) -> tuple[str, str]:
     """KEYGEN prints the private key, then the public key line."""
     private, marker, rest = output.partition("-----END OPENSSH PRIVATE KEY-----")
     public = rest.strip()
-    if not marker or not public.startswith("ssh-"):
+    if not marker or not public.startswith(("ssh-", "ecdsa-")):
         raise ImagekitError(f"{image}: ssh-keygen did not produce a key pair: {output[-200:]}")
     return private + marker + "\n", public + "\n"
 
 
-def write_secret(directory: Path, private: str, public: str, world_writable: bool) -> Path:
+def write_secret(
+    directory: Path, private: str, public: str, world_writable: bool, private_mode: int = 0o600
+) -> Path:
     """`world_writable` lays the directory out like kubelet's Secret volume (drwxrwxrwt),
     which is what makes sshd's StrictModes reject mounted keys (R5)."""
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in zip(SECRET_FILES, (private, public, public), strict=True):
         path = directory / name
         path.write_text(text)
-        path.chmod(0o600)
+        path.chmod(private_mode if name == "id_rsa" else 0o600)
     directory.chmod(0o1777 if world_writable else 0o755)
     return directory
 
 
-def make_secret(engine: Engine, image: str, directory: Path, world_writable: bool) -> Path:
-    output = engine.run_once(image, ["/bin/sh", "-c", KEYGEN])
+def make_secret(
+    engine: Engine,
+    image: str,
+    directory: Path,
+    world_writable: bool,
+    labels: dict[str, str] | None = None,
+    key_type: str = "rsa",
+    private_mode: int = 0o600,
+) -> Path:
+    output = engine.run_once(image, ["/bin/sh", "-c", keygen(key_type)], labels=labels)
     private, public = split_keygen_output(image, output)
-    return write_secret(directory, private, public, world_writable)
+    return write_secret(directory, private, public, world_writable, private_mode)

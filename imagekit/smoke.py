@@ -9,29 +9,25 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-from imagekit.engine import KEEPALIVE, Engine, Log, Message, Reporter
-from imagekit.errors import ImagekitError, UsageError
+from imagekit.engine import KEEPALIVE, Container, Engine, Log, Message, Reporter
+from imagekit.errors import UsageError
+from imagekit.launch import HOSTFILE, WORKER_COMMAND, LaunchRequest, recommend
 from imagekit.plan import LABEL_PREFIX
 from imagekit.secrets import make_secret
 
 SMOKE_LABEL = f"{LABEL_PREFIX}.smoke"
-HOSTFILE = "/etc/mpi/hostfile"
+SSH_PORT_LABEL = f"{LABEL_PREFIX}.ssh.port"
+OPENMPI_LABEL = f"{LABEL_PREFIX}.version.openmpi"
+TIMEOUT_SLACK = 15  # seconds mpirun -timeout waits beyond the launcher's timeout
 PROBE_PATH = "/opt/imagekit-smoke/probe.py"
-
-
-class SmokeFailedError(ImagekitError):
-    """The MPIJob did not run as the hostfile says (exit code 9)."""
-
-    exit_code = 9
-    debug_tip = False
 
 
 @dataclass(frozen=True)
@@ -45,6 +41,10 @@ class SmokeOptions:
     command: tuple[str, ...] = ()  # empty: the seed's recommended mpirun line with the probe
     copies: tuple[tuple[Path, str], ...] = ()  # (local file or dir, path in every container)
     workdir: str | None = None
+    operator: str = "mpi-operator"  # whose layout to imitate: mpi-operator | trainer-v2
+
+
+OPERATORS = ("mpi-operator", "trainer-v2")
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,11 @@ class Topology:
     workers: tuple[str, ...]  # hostnames, as the pods' hostnames
     fqdns: tuple[str, ...]  # what the operator writes into the hostfile
     slots: int
+    launcher: str = ""
 
-    @property
-    def launcher(self) -> str:
-        return f"{self.job}-launcher"
+    def __post_init__(self) -> None:
+        if not self.launcher:
+            object.__setattr__(self, "launcher", f"{self.job}-launcher")
 
     def hostfile(self) -> str:
         return "".join(f"{fqdn} slots={self.slots}\n" for fqdn in self.fqdns)
@@ -66,40 +67,34 @@ class Topology:
         return self.workers[rank // self.slots]
 
 
-def topology(job: str, workers: int, slots: int) -> Topology:
+def topology(job: str, workers: int, slots: int, operator: str = "mpi-operator") -> Topology:
+    """Host names as each operator makes them: mpi-operator's worker service
+    (`<job>-worker-<i>.<job>-worker.<ns>.svc`), or Trainer v2's JobSet pods
+    (`<job>-<replicatedjob>-<i>-<j>.<job>`, K2)."""
+    if operator == "trainer-v2":
+        names = tuple(f"{job}-node-0-{i}" for i in range(workers))
+        fqdns = tuple(f"{name}.{job}" for name in names)
+        return Topology(job, names, fqdns, slots, launcher=f"{job}-launcher-0-0")
     names = tuple(f"{job}-worker-{i}" for i in range(workers))
     fqdns = tuple(f"{name}.{job}-worker.default.svc" for name in names)
     return Topology(job, names, fqdns, slots)
 
 
-def default_command(top: Topology, env: dict[str, str]) -> list[str]:
-    """The seed's recommended launch line (L1-L8, L14) running the built-in probe."""
-    ranks = len(top.workers) * top.slots
-    line = [
-        "mpirun",
-        "-np",
-        str(ranks),
-        "-npernode",
-        str(top.slots),
-        "--hostfile",
-        HOSTFILE,
-        "--allow-run-as-root",
-        "-bind-to",
-        "none",
-        "-map-by",
-        "slot",
-        "-mca",
-        "pml",
-        "ob1",
-        "-mca",
-        "btl",
-        "^openib",
-        "-x",
-        "PATH",
-    ]
-    if "LD_LIBRARY_PATH" in env:  # -x of an unset variable only prints a warning
-        line += ["-x", "LD_LIBRARY_PATH"]
-    return line + ["--tag-output", "python3", PROBE_PATH]
+def default_command(
+    top: Topology, env: dict[str, str], options: SmokeOptions, openmpi_major: int = 4
+) -> list[str]:
+    """The recommended launch line (`imagekit mpirun`, L1-L14) running the built-in probe.
+    The launcher's own `timeout` bounds the run a little before mpirun's -timeout would."""
+    request = LaunchRequest(
+        workers=len(top.workers),
+        slots=top.slots,
+        command=("python3", PROBE_PATH),
+        timeout=options.timeout + TIMEOUT_SLACK,
+        ssh_port=options.port or 22,
+        ld_library_path="LD_LIBRARY_PATH" in env,
+        openmpi_major=openmpi_major,
+    )
+    return recommend(request).argv
 
 
 @dataclass
@@ -144,6 +139,12 @@ DIAGNOSES = [
         "R5: sshd refuses the mounted keys: StrictModes is on (set StrictModes no)",
     ),
     (
+        re.compile(r"Permissions 0\d+ for '[^']*' are too open"),
+        "K5: the ssh client ignores the mounted private key: it is readable by its group, and "
+        "ssh accepts a key its own user owns only at 0600. Trainer v2 lays its Secret out "
+        "(0640, fsGroup) for a non-root user: run as that user, or give root a 0600 copy",
+    ),
+    (
         re.compile(r"Permission denied \(publickey"),
         "R3/R7: publickey denied (is the key in /root/.ssh/authorized_keys? StrictModes no?)",
     ),
@@ -183,6 +184,20 @@ def diagnose(*texts: str) -> list[str]:
 # -- the run ------------------------------------------------------------------------------
 
 
+def declared_port(config: dict) -> int | None:
+    """The sshd port an imagekit image declares (io.imagekit.ssh.port); None means 22."""
+    value = (config.get("Labels") or {}).get(SSH_PORT_LABEL, "")
+    return int(value) if value.isdigit() and value != "22" else None
+
+
+def declared_openmpi_major(config: dict) -> int:
+    """The Open MPI major an imagekit image declares (io.imagekit.version.openmpi); images
+    without the label get Open MPI 4's launch line."""
+    value = (config.get("Labels") or {}).get(OPENMPI_LABEL, "")
+    major = value.split(".", 1)[0]
+    return int(major) if major.isdigit() else 4
+
+
 def check_options(options: SmokeOptions) -> None:
     if not 1 <= options.workers <= 16:
         raise UsageError(f"--workers {options.workers}: must be 1..16")
@@ -190,29 +205,48 @@ def check_options(options: SmokeOptions) -> None:
         raise UsageError(f"--slots {options.slots}: must be 1..64")
     if options.keys not in ("mounted", "image"):
         raise UsageError(f"--keys {options.keys}: must be mounted or image")
+    if options.operator not in OPERATORS:
+        raise UsageError(f"--operator {options.operator}: must be one of {', '.join(OPERATORS)}")
     for source, _ in options.copies:
         if not source.exists():
             raise UsageError(f"--copy {source}: no such file or directory")
 
 
-def smoke(image: str, options: SmokeOptions, report: Reporter) -> SmokeResult:
+def smoke(
+    image: str, options: SmokeOptions, report: Reporter, engine: Engine | None = None
+) -> SmokeResult:
+    """`engine`: the engine to use (default: connect to DOCKER_HOST); unit tests pass a fake
+    with the same interface."""
     check_options(options)
-    engine = Engine.connect()
+    engine = engine or Engine.connect()
     info = engine.inspect_image(image)
     env = dict(item.split("=", 1) for item in info["Config"].get("Env") or [] if "=" in item)
+    options = replace(options, port=options.port or declared_port(info["Config"]))
     job = f"imagekit-smoke-{uuid.uuid4().hex[:8]}"
-    top = topology(job, options.workers, options.slots)
-    command = list(options.command) or default_command(top, env)
+    top = topology(job, options.workers, options.slots, options.operator)
+    command = list(options.command) or default_command(
+        top, env, options, declared_openmpi_major(info["Config"])
+    )
     result = SmokeResult(False, top, command)
     label = {SMOKE_LABEL: job}
     started = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix=f"{job}-"))
     try:
-        engine.network(job, **label)
+        engine.create_network(job, label)
         volumes = {}
         if options.keys == "mounted":
-            secret = make_secret(engine, image, workdir / "ssh", world_writable=True)
-            volumes = {str(secret): {"bind": "/root/.ssh", "mode": "ro"}}
+            trainer = options.operator == "trainer-v2"
+            secret = make_secret(
+                engine,
+                image,
+                workdir / "ssh",
+                world_writable=True,
+                labels=label,
+                # K2: Trainer's Secret holds an ECDSA P-521 key under the name id_rsa, 0640
+                key_type="ecdsa" if trainer else "rsa",
+                private_mode=0o640 if trainer else 0o600,
+            )
+            volumes = {str(secret): "/root/.ssh"}
             report(Message(f"{job}: fresh key pair mounted at /root/.ssh like a Secret"))
         workers = [
             _start_worker(engine, image, top, i, volumes, options, label)
@@ -220,8 +254,8 @@ def smoke(image: str, options: SmokeOptions, report: Reporter) -> SmokeResult:
         ]
         launcher = _start_launcher(engine, image, top, volumes, options, label)
         for box in [*workers, launcher]:
-            if not _exited(box):  # a worker whose sshd died is diagnosed below
-                _copy_in(engine, box, options)
+            if not box.exited():  # a worker whose sshd died is diagnosed below
+                _copy_in(box, options)
         result.timings["containers up"] = time.monotonic() - started
         report(
             Message(
@@ -229,75 +263,79 @@ def smoke(image: str, options: SmokeOptions, report: Reporter) -> SmokeResult:
                 f"({result.timings['containers up']:.1f}s)"
             )
         )
-        unready = _wait_for_sshd(engine, launcher, workers, top, report, options.port)
+        unready = _wait_for_sshd(launcher, workers, top, report, options.port)
         result.timings["sshd ready"] = time.monotonic() - started
         if unready:
             result.problems = unready
             return result
-        _run(engine, launcher, command, options, result, report)
+        logins_before = [ssh_logins(box.logs()) for box in workers]
+        _run(launcher, command, options, result, report)
         result.timings["mpirun"] = time.monotonic() - started - result.timings["sshd ready"]
-        _verify(result, logs=_worker_logs(workers))
+        reached = [
+            name
+            for name, box, before in zip(top.workers, workers, logins_before, strict=True)
+            if ssh_logins(box.logs()) > before
+        ]
+        _verify(result, logs=_worker_logs(workers), reached=reached)
         return result
     finally:
-        engine.remove_labelled(f"{SMOKE_LABEL}={job}")
-        import shutil
-
+        engine.remove_labelled_quietly(f"{SMOKE_LABEL}={job}")
         shutil.rmtree(workdir, ignore_errors=True)
         result.timings["total (with cleanup)"] = time.monotonic() - started
 
 
-def _start_worker(engine, image, top, index, volumes, options, label) -> Any:
+def _start_worker(engine, image, top, index, volumes, options, label) -> Container:
     name = top.workers[index]
-    box = engine.client.containers.create(
+    return engine.start_container(
         image,
-        entrypoint=[
-            "/usr/sbin/sshd"
-        ],  # what mpi-operator runs: the pod command bypasses ENTRYPOINT
-        command=["-De"],
+        entrypoint=WORKER_COMMAND[:1],  # the operator's pod command bypasses ENTRYPOINT
+        command=WORKER_COMMAND[1:],
         name=name,
         hostname=name,
+        # The operator's headless service gives each worker this FQDN (the hostfile uses it).
+        network=top.job,
+        aliases=[name, top.fqdns[index]],
         volumes=volumes,
         shm_size=options.shm_size,
         labels=label,
-        network=top.job,
     )
-    # The operator's headless service gives each worker this FQDN (the hostfile uses it).
-    network = engine.client.networks.get(top.job)
-    network.disconnect(box)
-    network.connect(box, aliases=[name, top.fqdns[index]])
-    box.start()
-    return box
 
 
-def _start_launcher(engine, image, top, volumes, options, label) -> Any:
-    box = engine.client.containers.create(
+def _start_launcher(engine, image, top, volumes, options, label) -> Container:
+    box = engine.start_container(
         image,
         entrypoint=KEEPALIVE,
         command=[],
         name=top.launcher,
         hostname=top.launcher,
+        network=top.job,
         volumes=volumes,
         shm_size=options.shm_size,
         labels=label,
-        network=top.job,
-        environment=launcher_env(options),
+        environment=launcher_env(options, top),
     )
-    box.start()
-    engine.put_file(box, HOSTFILE, top.hostfile().encode())
+    # Trainer v2 mounts its hostfile from a ConfigMap, read-only (0444)
+    mode = 0o444 if options.operator == "trainer-v2" else 0o644
+    box.put_file(HOSTFILE, top.hostfile().encode(), mode=mode)
     return box
 
 
-def launcher_env(options: SmokeOptions) -> dict[str, str]:
-    """What mpi-operator sets on a launcher (v2: the default hostfile, FQDN hostnames)."""
+def launcher_env(options: SmokeOptions, top: Topology | None = None) -> dict[str, str]:
+    """What the operator sets on a launcher: mpi-operator v2 the default hostfile and FQDN
+    hostnames; Trainer v2 (K2) also the default slots and ssh connection attempts."""
     env = {"OMPI_MCA_orte_default_hostfile": HOSTFILE, "OMPI_MCA_orte_keep_fqdn_hostnames": "true"}
-    if options.port is not None:
-        env["OMPI_MCA_plm_rsh_args"] = f"-p {options.port}"
+    rsh_args = [f"-p {options.port}"] if options.port is not None else []
+    if options.operator == "trainer-v2":
+        env["OMPI_MCA_orte_set_default_slots"] = str(top.slots if top else options.slots)
+        rsh_args.insert(0, "-o ConnectionAttempts=10")
+    if rsh_args:
+        env["OMPI_MCA_plm_rsh_args"] = " ".join(rsh_args)
     return env
 
 
-def _copy_in(engine: Engine, box: Any, options: SmokeOptions) -> None:
+def _copy_in(box: Container, options: SmokeOptions) -> None:
     probe = resources.files("imagekit").joinpath("data/probe.py").read_bytes()
-    engine.put_file(box, PROBE_PATH, probe)
+    box.put_file(PROBE_PATH, probe)
     for source, target in options.copies:
         files = (
             [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
@@ -306,64 +344,53 @@ def _copy_in(engine: Engine, box: Any, options: SmokeOptions) -> None:
             dest = (
                 target if source.is_file() else f"{target.rstrip('/')}/{path.relative_to(source)}"
             )
-            engine.put_file(box, dest, path.read_bytes(), mode=0o755)
+            box.put_file(dest, path.read_bytes(), mode=0o755)
 
 
-def _wait_for_sshd(engine, launcher, workers, top, report, port, attempts: int = 20) -> list[str]:
+def _wait_for_sshd(launcher, workers, top, report, port, attempts: int = 20) -> list[str]:
     """Bounded retry from the launcher, with the image's own ssh client settings."""
     pending = dict(zip(top.fqdns, workers, strict=True))
     last: dict[str, str] = {}
     port_args = ["-p", str(port)] if port else []
     for _ in range(attempts):
         for fqdn in list(pending):
-            code, out = launcher.exec_run(
+            code, out = launcher.exec(
                 ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", *port_args, fqdn, "true"]
             )
             if code == 0:
                 report(Message(f"sshd answers on {fqdn}"))
                 del pending[fqdn]
             else:
-                last[fqdn] = out.decode(errors="replace").strip()
+                last[fqdn] = out.strip()
         if not pending:
             return []
-        if any(_exited(box) for box in pending.values()) and len(last) == len(pending):
+        if any(box.exited() for box in pending.values()) and len(last) == len(pending):
             break  # a dead sshd will not come back: fail fast
         time.sleep(0.5)
     problems = []
     for fqdn, box in pending.items():
-        logs = box.logs().decode(errors="replace")
-        state = "exited" if _exited(box) else "running"
+        logs = box.logs()
+        state = "exited" if box.exited() else "running"
         reasons = diagnose(logs, last.get(fqdn, "")) or [f"ssh said: {last.get(fqdn, '')[:200]}"]
         problems.append(f"{fqdn}: sshd did not answer (worker {state}); " + "; ".join(reasons))
     return problems
 
 
-def _exited(box: Any) -> bool:
-    box.reload()
-    return box.status in ("exited", "dead")
-
-
-def _run(engine, launcher, command, options, result: SmokeResult, report: Reporter) -> None:
+def _run(launcher: Container, command, options, result: SmokeResult, report: Reporter) -> None:
     shell = f"timeout --kill-after=10 {options.timeout} {shlex.join(command)}"
     if options.workdir:
         shell = f"cd {shlex.quote(options.workdir)} && {shell}"
     report(Message(f"launcher: {shlex.join(command)}"))
-    exec_id = engine.api.exec_create(launcher.id, ["/bin/sh", "-c", shell])["Id"]
-    buffer = ""
-    for chunk in engine.api.exec_start(exec_id, stream=True):
-        buffer += chunk.decode(errors="replace")
-        *lines, buffer = buffer.split("\n")
-        for line in lines:
-            result.output.append(line)
-            report(Log(line))
-    if buffer:
-        result.output.append(buffer)
-        report(Log(buffer))
-    result.exit_code = engine.api.exec_inspect(exec_id)["ExitCode"]
+
+    def on_line(line: str) -> None:
+        result.output.append(line)
+        report(Log(line))
+
+    result.exit_code = launcher.exec_stream(["/bin/sh", "-c", shell], on_line)
 
 
-def _worker_logs(workers: list[Any]) -> str:
-    return "\n".join(box.logs().decode(errors="replace") for box in workers)
+def _worker_logs(workers: list[Container]) -> str:
+    return "\n".join(box.logs() for box in workers)
 
 
 def parse_probe(lines: list[str]) -> list[RankRecord]:
@@ -384,13 +411,33 @@ def parse_probe(lines: list[str]) -> list[RankRecord]:
     return sorted(records, key=lambda r: r.rank)
 
 
-def _verify(result: SmokeResult, logs: str) -> None:
+# sshd -e logs each login to the worker's container log; mpirun's ssh into a worker to start
+# its daemon is one. Counted before and after the command, so any command can be judged.
+LOGIN = re.compile(r"Accepted (?:publickey|password|keyboard-interactive\S*) for \S+ from")
+
+
+def ssh_logins(log: str) -> int:
+    return len(LOGIN.findall(log))
+
+
+NO_WORKER_REACHED = (
+    "K3: the command exited 0 without reaching any worker (no ssh login on any of them during "
+    "the run): every rank ran on the launcher. Open MPI 5 ignores the operators' "
+    "OMPI_MCA_orte_default_hostfile; pass --hostfile /etc/mpi/hostfile, or set "
+    "PRTE_MCA_prte_default_hostfile=/etc/mpi/hostfile in the image (Open MPI 4: check -H/--host "
+    "and --hostfile in the command)"
+)
+
+
+def _verify(result: SmokeResult, logs: str, reached: list[str]) -> None:
     top = result.topology
     output = "\n".join(result.output)
-    if result.exit_code == 124:
+    if result.exit_code == 124 or "time limit for job execution has been reached" in output:
         result.problems.append("mpirun timed out (no output usually means a host-key prompt, R9)")
     elif result.exit_code != 0:
         result.problems.append(f"the command exited {result.exit_code}")
+    elif not reached:
+        result.problems.append(NO_WORKER_REACHED)
     result.ranks = parse_probe(result.output)
     if result.ranks or PROBE_PATH in result.command:
         # The probe ran (the default command, or a user's line running it): check placement.

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from imagekit.errors import UsageError
 from imagekit.files import write_text_atomic
 
 REPORT_SCHEMA = "imagekit.check-report/v1"
@@ -103,6 +104,22 @@ def to_markdown(report: CheckReport) -> str:
 
 
 FORMATS = {"json": to_json, "junit": to_junit, "markdown": to_markdown}
+
+
+SUFFIXES = {".json": "json", ".xml": "junit", ".md": "markdown", ".markdown": "markdown"}
+
+
+def report_format(path: Path, default: str | None) -> str:
+    """`--format` when given, else the format the file's suffix names."""
+    if default is not None:
+        return default
+    found = SUFFIXES.get(path.suffix.lower())
+    if found is None:
+        raise UsageError(
+            f"--report {path}: cannot tell the format from the suffix; use .json, .xml "
+            "(JUnit) or .md, or give --format"
+        )
+    return found
 
 
 def write_report(report: CheckReport, path: Path, fmt: str) -> Path:

@@ -4,28 +4,45 @@ short-lived one for the mounted-key check) is removed on success, failure and Ct
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 import testinfra
+from testinfra.backend.base import BaseBackend
 
-from imagekit.checks.profiles import Profile
+from imagekit import signals
 from imagekit.checks.report import CheckReport, CheckResult
-from imagekit.engine import KEEPALIVE, Engine, Message, Reporter
-from imagekit.errors import ImagekitError
+from imagekit.credentials import CONFIG_FILES, CREDENTIAL_FILES
+from imagekit.engine import KEEPALIVE, Container, Engine, Message, Reporter
+from imagekit.errors import EngineError, ImagekitError, Interrupted
 from imagekit.layers import LayerFile, walk
+from imagekit.loader import load_recipe
 from imagekit.plan import LABEL_PREFIX, make_plan
-from imagekit.recipe import load_recipe
+from imagekit.profiles import Profile
 from imagekit.secrets import KEYGEN, split_keygen_output, write_secret
 
-SUITE = Path(__file__).parent / "suite"
+CHECK_LABEL = f"{LABEL_PREFIX}.check"  # on every container a check starts; value: the run
+# Check files in report order (pytest collects them alphabetically): the basics an
+# MPIJob needs first, the layer walk last, so the layer export overlaps the rest.
+SECTIONS = (
+    "checks_mpi.py",
+    "checks_ssh.py",
+    "checks_versions.py",
+    "checks_profile.py",
+    "checks_layers.py",
+)
 
 
 @dataclass
@@ -41,19 +58,28 @@ class CheckContext:
     expected: dict[str, str]
     expected_source: str
     engine: Engine
-    container_id: str = ""
+    run: str = ""  # this check run's ID, the value of CHECK_LABEL
+    container: Container | None = None
     initial: dict[str, str] = field(default_factory=dict)  # facts read before any check ran
     _layers: list[LayerFile] | None = None
     _workdir: Path | None = None
+
+    def history(self) -> list[dict[str, Any]]:
+        """The image's history (each layer's CreatedBy: build args land there)."""
+        return self.engine.history(self.image_id)
+
+    def keepalive(self) -> dict[str, Any]:
+        """Arguments for a container that idles until removed, labelled with this run."""
+        return {"entrypoint": KEEPALIVE, "command": [], "labels": {CHECK_LABEL: self.run}}
 
     def declared(self, what: str) -> str | None:
         return self.labels.get(f"{LABEL_PREFIX}.ssh.{what}")
 
     def prefetch_layers(self) -> None:
         """Export and walk the layers in the background while the container checks run:
-        the export is the slowest part of a check (the engine re-tars every layer)."""
-        self._prefetch = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-        self._layers_future = self._prefetch.submit(self._walk_layers)
+        the export is the slowest part of a check (the engine re-tars every layer). A daemon
+        thread, so an interrupted check exits at once instead of waiting for the export."""
+        self._prefetch = _Background(self._walk_layers)
 
     def _walk_layers(self) -> list[LayerFile]:
         with self.engine.saved_image(self.image_id) as stream:
@@ -62,13 +88,11 @@ class CheckContext:
     def layers(self) -> list[LayerFile]:
         """Every file of every layer (the security checks need it)."""
         if self._layers is None:
-            future = getattr(self, "_layers_future", None)
-            self._layers = future.result() if future is not None else self._walk_layers()
+            prefetch = getattr(self, "_prefetch", None)
+            self._layers = prefetch.result() if prefetch is not None else self._walk_layers()
         return self._layers
 
     def close(self) -> None:
-        if getattr(self, "_prefetch", None) is not None:
-            self._prefetch.shutdown(wait=True, cancel_futures=True)
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
@@ -78,15 +102,41 @@ class CheckContext:
         return self._workdir
 
 
+class _Background:
+    """One function run in a daemon thread; `result()` waits for it and re-raises."""
+
+    def __init__(self, function):
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(function,), daemon=True)
+        self._thread.start()
+
+    def _run(self, function) -> None:
+        try:
+            self._value = function()
+        except BaseException as exc:  # handed to the caller of result()
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 def _worth_reading(path: str, size: int) -> bool:
-    """Small files where keys, certificates or credentials hide; their heads are read."""
+    """Small files where keys, certificates or credentials hide; their heads are read: every
+    text-sized file under /etc (apt sources and auth, environment, profile.d, pip and conda
+    configs), home directories, temp directories, and credential files wherever they sit."""
     name = path.rsplit("/", 1)[-1]
-    if size > 64 * 1024 or name.endswith((".pub", ".py", ".pyc", ".so", ".h", ".txt", ".html")):
+    if size > 64 * 1024 or name.endswith((".pub", ".py", ".pyc", ".so", ".h", ".html")):
         return False
     return (
         "/.ssh/" in f"/{path}"
-        or path.startswith(("etc/ssh/", "tmp/", "root/", "home/", "etc/pip", "var/tmp/"))
-        or name.endswith((".pem", ".crt", ".key", ".conf", ".netrc", ".json", ".cfg"))
+        or path.startswith(("etc/", "tmp/", "root/", "home/", "var/tmp/"))
+        or name.endswith((".pem", ".crt", ".key", ".conf", ".netrc", ".json", ".cfg", "rc"))
+        or CREDENTIAL_FILES.search(path) is not None
+        or CONFIG_FILES.search(path) is not None
     )
 
 
@@ -119,17 +169,21 @@ def run_checks(
         expected=expected,
         expected_source=source,
         engine=engine,
+        run=f"imagekit-check-{uuid.uuid4().hex[:8]}",
     )
     started = time.monotonic()
     report(Message(f"starting a container from {image}"))
     try:
         ctx.prefetch_layers()
-        with engine.container(image, entrypoint=KEEPALIVE, command=[], user="0") as box:
-            ctx.container_id = box.id
+        with engine.container(image, user="0", **ctx.keepalive()) as box:
+            ctx.container = box
             ctx.initial = _initial_facts(box)
             results = _run_suite(ctx, report)
+            _still_there(box)  # else the results blame the image for the engine's failure
     finally:
         ctx.close()
+        # A container whose creation a signal cut short has no handle: find it by label.
+        engine.remove_labelled_quietly(f"{CHECK_LABEL}={ctx.run}")
     return CheckReport(
         image=image,
         image_id=info["Id"],
@@ -140,10 +194,21 @@ def run_checks(
     )
 
 
-def _initial_facts(box: Any) -> dict[str, str]:
+def _still_there(box: Container) -> None:
+    """Checks fail when their commands cannot run; if that is because the engine or the
+    container went away mid-run, the verdict is not the image's: raise instead of reporting."""
+    status = box.status()  # raises EngineUnavailableError when the engine is gone
+    if status != "running":
+        raise EngineError(
+            f"the check container {box.name} is {status}, not running: the check could not "
+            "finish, so no verdict is given"
+        )
+
+
+def _initial_facts(box: Container) -> dict[str, str]:
     """State that later checks (which start sshd) would change, read first."""
-    code, out = box.exec_run(["/bin/sh", "-c", "stat -c '%U %a %F' /run/sshd 2>/dev/null"])
-    return {"run_sshd": out.decode().strip() if code == 0 else "missing"}
+    code, out = box.exec(["/bin/sh", "-c", "stat -c '%U %a %F' /run/sshd 2>/dev/null"])
+    return {"run_sshd": out.strip() if code == 0 else "missing"}
 
 
 def mounted_keys(ctx: CheckContext, host: Any) -> Path:
@@ -160,16 +225,12 @@ def mounted_keys(ctx: CheckContext, host: Any) -> Path:
 def start_mounted(ctx: CheckContext, secret: Path):
     """A second container with the key pair mounted read-only at /root/.ssh, like a Secret."""
     return ctx.engine.container(
-        ctx.image_id,
-        entrypoint=KEEPALIVE,
-        command=[],
-        user="0",
-        volumes={str(secret): {"bind": "/root/.ssh", "mode": "ro"}},
+        ctx.image_id, user="0", volumes={str(secret): "/root/.ssh"}, **ctx.keepalive()
     )
 
 
-def testinfra_host(container_id: str) -> Any:
-    return testinfra.get_host(f"docker://root@{container_id}")
+def testinfra_host(container: Container) -> Any:
+    return testinfra.get_host(f"docker://root@{container.id}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -184,6 +245,7 @@ class _Collector:
         self._reporter = reporter
         self.results: list[CheckResult] = []
         self._notes: dict[str, list[tuple[str, str]]] = {}
+        self.killed: signal.Signals | None = None  # a check's command died by this signal
 
     @pytest.fixture(scope="session")
     def ctx(self) -> CheckContext:
@@ -195,6 +257,20 @@ class _Collector:
             self._notes.setdefault(request.node.nodeid, []).append((level, text))
 
         return add
+
+    def pytest_configure(self, config):
+        # checks_profile.py parametrizes over the profile's probes at collection time
+        config.imagekit_context = self._context
+
+    def pytest_collection_modifyitems(self, config, items):
+        """Run (and report) the check files in SECTIONS order; a profile without probes has
+        no probe check at all (rather than a skipped one)."""
+        if not self._context.profile.probes:
+            dropped = [i for i in items if getattr(i, "originalname", "") == "check_profile_probe"]
+            if dropped:
+                items[:] = [i for i in items if i not in dropped]
+                config.hook.pytest_deselected(items=dropped)
+        items.sort(key=_section_rank)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -209,6 +285,8 @@ class _Collector:
 
     def _result(self, item, rep, meta: dict[str, str], excinfo) -> CheckResult:
         notes = self._notes.get(item.nodeid, [])
+        if excinfo is not None and isinstance(excinfo.value, CommandKilled):
+            self.killed = excinfo.value.signal
         if rep.skipped:
             status, evidence = "skip", _message(excinfo)
         elif rep.failed:
@@ -219,9 +297,25 @@ class _Collector:
             evidence = "; ".join(text for _, text in notes)
         # pytest-testinfra parametrizes every check by host; only our own params name checks.
         callspec = getattr(item, "callspec", None)
-        own = [k for k in (callspec.params if callspec else {}) if not k.startswith("_testinfra")]
+        probe = callspec.params.get("probe") if callspec else None
+        if probe is not None:  # a profile's probe reports under its own ID, requirement, fix
+            meta = {
+                "id": probe.id,
+                "req": probe.requirement,
+                "title": probe.title,
+                "fix": probe.fix,
+            }
+        own = [
+            k
+            for k in (callspec.params if callspec else {})
+            if not k.startswith("_testinfra") and k != "probe"
+        ]
         suffix = "".join(f"-{callspec.params[k]}" for k in own)
-        position = (item.function.__code__.co_firstlineno, *(callspec.indices[k] for k in own))
+        position = (
+            _section_rank(item),
+            item.function.__code__.co_firstlineno,
+            *(callspec.indices[k] for k in own),
+        )
         result = CheckResult(
             id=meta["id"] + suffix,
             requirement=meta["req"],
@@ -234,6 +328,11 @@ class _Collector:
         )
         self._reporter(Message(f"{result.status:<4} {result.id}"))
         return result
+
+
+def _section_rank(item) -> int:
+    name = Path(str(item.fspath)).name
+    return SECTIONS.index(name) if name in SECTIONS else len(SECTIONS)
 
 
 def _message(excinfo) -> str:
@@ -251,14 +350,52 @@ def _message(excinfo) -> str:
 
 def _run_suite(ctx: CheckContext, report: Reporter) -> list[CheckResult]:
     collector = _Collector(ctx, report)
+    with resources.as_file(resources.files("imagekit.checks").joinpath("suite")) as suite:
+        return _run_pytest(suite, ctx, collector)
+
+
+class CommandKilled(Exception):
+    """A check's `docker exec` was killed by a signal: the image did not fail, the run did."""
+
+    def __init__(self, signum: int, command: str):
+        super().__init__(f"{signal.Signals(signum).name} killed: {command[:120]}")
+        self.signal = signal.Signals(signum)
+
+
+# What `sh -c "docker exec ..."` returns when the docker client (or the shell) dies by one of
+# these signals. A check's own commands end by `timeout` (124), never by these.
+_KILLED = {-s: s for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGKILL)}
+_KILLED.update({128 + s: s for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)})
+
+
+@contextmanager
+def _signal_aware_commands() -> Iterator[None]:
+    """testinfra turns a killed command into an exit code that checks would read as the
+    image failing; make it an exception that names the signal instead."""
+    original = BaseBackend.run_local
+
+    def run_local(self, command, *args):
+        result = original(self, command, *args)
+        if result.rc in _KILLED:
+            raise CommandKilled(_KILLED[result.rc], str(result.command))
+        return result
+
+    BaseBackend.run_local = run_local
+    try:
+        yield
+    finally:
+        BaseBackend.run_local = original
+
+
+def _run_pytest(suite: Path, ctx: CheckContext, collector: _Collector) -> list[CheckResult]:
     args = [
-        str(SUITE),
+        str(suite),
         "--hosts",
-        f"docker://root@{ctx.container_id}",  # pytest-testinfra's `host` fixture
+        f"docker://root@{ctx.container.id}",  # pytest-testinfra's `host` fixture
         "-c",
-        str(SUITE / "pytest.ini"),
+        str(suite / "pytest.ini"),
         "--rootdir",
-        str(SUITE),
+        str(suite),
         "-p",
         "no:cacheprovider",
         "-p",
@@ -269,10 +406,19 @@ def _run_suite(ctx: CheckContext, report: Reporter) -> list[CheckResult]:
     ]
     old = os.environ.pop("PYTEST_ADDOPTS", None)
     try:
-        code = pytest.main(args, plugins=[collector])
+        with _signal_aware_commands():
+            code = pytest.main(args, plugins=[collector])
     finally:
         if old is not None:
             os.environ["PYTEST_ADDOPTS"] = old
+    if code == pytest.ExitCode.INTERRUPTED:  # pytest swallowed our Ctrl-C / SIGTERM
+        raise signals.interruption(KeyboardInterrupt())
+    if collector.killed is not None:
+        raise Interrupted(
+            f"the check's commands were killed by {collector.killed.name}: the check could "
+            "not finish, so no verdict is given and no report is written",
+            exit_code=128 + collector.killed.value,
+        )
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not collector.results:
         raise ImagekitError(f"the check suite could not run (pytest exit {int(code)})")
     return sorted(collector.results, key=lambda r: r.order)

@@ -13,17 +13,20 @@ import pytest
 
 from imagekit.engine import Engine
 from imagekit.errors import EngineUnavailableError
+from imagekit.loader import load_recipe
 from imagekit.plan import make_plan
-from imagekit.recipe import load_recipe
 
 from ..conftest import RECIPES, ROOT
 
 CPU_RECIPE = RECIPES / "deepspeed-cpu.yaml"
+OMPI5_RECIPE = RECIPES / "deepspeed-cpu-ompi5.yaml"
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
         item.add_marker(pytest.mark.docker)
+    # Tests that stop and restart dockerd run after everything else.
+    items.sort(key=lambda item: item.get_closest_marker("engine_restart") is not None)
 
 
 @pytest.fixture(scope="session")
@@ -78,10 +81,18 @@ def cpu_image(engine) -> BuiltImage:
     return BuiltImage(ref, engine.inspect_image(ref)["Id"], result.stdout + result.stderr)
 
 
+@pytest.fixture(scope="session")
+def ompi5_image(engine) -> BuiltImage:
+    """recipes/deepspeed-cpu-ompi5.yaml (Debian 13, Open MPI 5.0.7), built for real once."""
+    result = imagekit("build", str(OMPI5_RECIPE), "--plain")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ref = make_plan(load_recipe(OMPI5_RECIPE)).image
+    return BuiltImage(ref, engine.inspect_image(ref)["Id"], result.stdout + result.stderr)
+
+
 def run_in(engine: Engine, image: str, command: str, **kwargs) -> tuple[int, str]:
     with engine.container(image, command=["sleep", "infinity"], entrypoint=[], **kwargs) as c:
-        code, output = c.exec_run(["bash", "-c", command])
-        return code, output.decode(errors="replace")
+        return c.exec(["bash", "-c", command])
 
 
 from .images import mini  # noqa: E402,F401  (session fixture shared by check and smoke tests)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from imagekit.engine import Engine
+from imagekit.loader import load_recipe
 from imagekit.plan import make_plan
-from imagekit.recipe import load_recipe
 from imagekit.render import render_context
 
 from .conftest import CPU_RECIPE
@@ -77,6 +77,13 @@ BROKEN = {
     ),
     "wrong-port": ("RUN sed -i 's/^Port 22$/Port 2200/' /etc/ssh/sshd_config", {"sshd-port"}),
     "declared-package-missing": ("LABEL io.imagekit.version.torch=2.13.0+cpu", {"version-torch"}),
+    # K4: MPI under /opt, found through ENV only (conda/NGC style): mpirun works in `docker
+    # exec`, but a worker's orted, started over ssh, is not found.
+    "mpi-path-only-in-env": (
+        "RUN mkdir -p /opt/mpi/bin && mv /usr/bin/orted /opt/mpi/bin/orted\n"
+        "ENV PATH=/opt/mpi/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        {"remote-environment"},
+    ),
     "leaked-build-ca": (
         "COPY ca.pem /tmp/build-ca.pem\nRUN rm /tmp/build-ca.pem",
         {"build-secrets-in-layers"},
@@ -84,12 +91,20 @@ BROKEN = {
 }
 
 
-def build(engine: Engine, tmp: Path, ref: str, dockerfile: str, files: dict[str, str]) -> str:
+def build(
+    engine: Engine,
+    tmp: Path,
+    ref: str,
+    dockerfile: str,
+    files: dict[str, str],
+    build_args: dict[str, str] | None = None,
+) -> str:
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "Dockerfile").write_text(dockerfile)
     for name, text in files.items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_text(text)
-    outcome = engine.build(tmp, report=lambda event: None)
+    outcome = engine.build(tmp, report=lambda event: None, build_args=build_args)
     engine.tag(outcome.image_id, ref)
     return ref
 

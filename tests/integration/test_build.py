@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from imagekit.layers import walk
+from imagekit.loader import load_recipe
 from imagekit.plan import make_plan
-from imagekit.recipe import load_recipe
 
 from .conftest import CPU_RECIPE, build_env, imagekit, run_in
 
@@ -91,7 +91,11 @@ def test_failed_step_is_named_and_moves_no_tag(engine, cpu_image):
 def test_ctrl_c_stops_the_build_and_leaves_no_container(engine, cpu_image, tmp_path):
     base = make_plan(load_recipe(CPU_RECIPE)).base_image
     (tmp_path / "Dockerfile").write_text(f"FROM {base}\nRUN sleep 300\n")
+    # A job started in the background by a non-interactive shell (as CI runners may start
+    # the suite) inherits SIGINT ignored; restore Python's handler, as a terminal would have.
     script = textwrap.dedent(f"""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         import sys
         from pathlib import Path
         from imagekit.engine import Engine, Log

@@ -52,6 +52,37 @@ def test_cpu_image_passes_every_check(cpu_image, tmp_path):
     assert "PASSED" in output
 
 
+def test_profile_probes_run_and_report_under_their_own_ids(mini, tmp_path):
+    """Checks written as data: exec probes (exit code, output) and tcp probes (with the
+    image's sshd running), each reported with its own ID, requirement and fix."""
+    profile = tmp_path / "probing.yaml"
+    profile.write_text(
+        """
+user_keys: [image, mounted]
+probes:
+  - {id: has-run-sshd, requirement: OPS1, title: t, exec: "stat -c %a /run/sshd", output: "^755$"}
+  - {id: wrong-exit, requirement: OPS2, title: t, exec: "exit 3", fix: "make it exit 0"}
+  - {id: wrong-output, requirement: OPS3, title: t, exec: "echo hello", output: "^bye"}
+  - {id: sshd-listens, requirement: OPS4, title: t, tcp: 22}
+  - {id: nothing-on-2222, requirement: OPS5, title: t, tcp: 2222, fix: "listen on 2222"}
+"""
+    )
+    code, report, output = check_json(mini, tmp_path, "--profile", str(profile))
+    results = {r["id"]: r for r in report["results"]}
+    assert code == 7, output
+    assert failing(report) == {"wrong-exit", "wrong-output", "nothing-on-2222"}, output
+    assert results["has-run-sshd"]["status"] == "pass"
+    assert results["sshd-listens"]["status"] == "pass"
+    assert results["wrong-exit"]["requirement"] == "OPS2"
+    assert results["wrong-exit"]["fix"] == "make it exit 0"
+    assert "exited 3, the profile expects 0" in results["wrong-exit"]["evidence"]
+    assert "does not match" in results["wrong-output"]["evidence"]
+    assert "nothing listens on TCP port 2222" in results["nothing-on-2222"]["evidence"]
+    # a profile without probes has no probe rows at all
+    _, plain, _ = check_json(mini, tmp_path)
+    assert not any(r["requirement"] in ("PROFILE", "profile") for r in plain["results"])
+
+
 def test_mini_image_passes(mini, tmp_path):
     code, report, output = check_json(mini, tmp_path)
     assert code == 0 and failing(report) == set(), output
@@ -96,14 +127,19 @@ def test_kubeflow_style_image_under_both_profiles(engine, mini, tmp_path):
     assert "/etc/ssh/ssh_host_rsa_key (layer" in by_id["private-keys-in-layers"]["evidence"]
 
 
-def test_report_formats(cpu_image, tmp_path):
-    for fmt, marker in (("junit", "<testsuite"), ("markdown", "| check | req | status |")):
-        target = tmp_path / f"report.{fmt}"
-        result = imagekit(
-            "check", cpu_image.ref, "--report", str(target), "--format", fmt, timeout=600
-        )
-        assert result.returncode == 0, result.stderr
-        assert marker in target.read_text()
+def test_one_check_run_writes_every_report(cpu_image, tmp_path):
+    """JSON, JUnit and Markdown from one run (format from each suffix), as CI needs."""
+    targets = {"r.json": '"results"', "r.xml": "<testsuite", "r.md": "| check | req | status |"}
+    args = [a for name in targets for a in ("--report", str(tmp_path / name))]
+    result = imagekit("check", cpu_image.ref, *args, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("PASSED") == 1  # one run, not one per report
+    for name, marker in targets.items():
+        assert marker in (tmp_path / name).read_text(), name
+    # the IDs in every report are the same run's
+    ids = [r["id"] for r in json.loads((tmp_path / "r.json").read_text())["results"]]
+    markdown = (tmp_path / "r.md").read_text()
+    assert all(f"| {i} |" in markdown or f"`{i}`" in markdown for i in ids)
 
 
 def test_bad_input_gets_one_line_and_distinct_codes(engine):

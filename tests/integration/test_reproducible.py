@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from imagekit.lock import lock_path, read_lock
+from imagekit.lockfile import lock_path, read_lock
 
 from ..conftest import RECIPES, ROOT
 from .conftest import CPU_RECIPE, imagekit
@@ -50,6 +50,9 @@ def test_two_clean_locked_builds_give_the_same_image_id(engine, ssh_keys):
         diff = imagekit("diff", "imagekit-test/repro:first", "imagekit-test/repro:second")
         pytest.fail(f"not reproducible: {a['Id']} != {b['Id']}; imagekit diff:\n{diff.stdout}")
     assert a["RootFS"]["Layers"] == b["RootFS"]["Layers"]
+    # bit-identical builds compare equal even with times shown
+    strict = imagekit("diff", "imagekit-test/repro:first", "imagekit-test/repro:second", "--strict")
+    assert strict.returncode == 0, strict.stdout[-2000:]
     assert a["Created"].startswith("2023-11-14T22:13:20")
     # A normalized image is still a working MPIJob image.
     check = imagekit("check", "imagekit-test/repro:first", "--recipe", str(CPU_RECIPE))

@@ -145,3 +145,31 @@ def test_generated_mpirun_line_runs_unchanged(engine, cpu_image):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stderr.count("IMAGEKIT_PROBE ") == 4 and "PASSED" in result.stdout
     nothing_left(engine)
+
+
+def test_trainer_v2_layout_finds_that_a_root_image_cannot_use_its_secret(engine, cpu_image):
+    """K2/K5: JobSet host names, a read-only hostfile, Trainer's launcher environment and its
+    ECDSA P-521 key stored as id_rsa with mode 0640 (for a non-root user with fsGroup). The
+    ssh client of a root image ignores a root-owned 0640 key, so the job cannot start: smoke
+    says so, naming the cause, instead of a bare "publickey denied"."""
+    result = imagekit("smoke", cpu_image.ref, "--operator", "trainer-v2", timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 9, output[-3000:]
+    assert "-node-0-0" in output and "-node-0-1" in output
+    assert "K5: the ssh client ignores the mounted private key" in output
+    assert "Permissions 0640" in output  # the evidence line, from the launcher's ssh
+    nothing_left(engine)
+
+
+def test_a_run_that_never_leaves_the_launcher_fails_with_the_k3_diagnosis(engine, cpu_image):
+    """K3, reproduced on Open MPI 4: without the operator's default hostfile (which Open MPI 5
+    ignores), mpirun runs every rank on the launcher and exits 0. The command prints nothing
+    about hosts; the workers' sshd logs show nobody logged in, and smoke says why."""
+    command = ["env", "-u", "OMPI_MCA_orte_default_hostfile", "mpirun", "--allow-run-as-root"]
+    command += ["--oversubscribe", "-np", "2", "true"]
+    result = imagekit("smoke", cpu_image.ref, "--", *command, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 9, output[-3000:]
+    assert "K3: the command exited 0 without reaching any worker" in output
+    assert "PRTE_MCA_prte_default_hostfile" in output
+    nothing_left(engine)

@@ -10,7 +10,6 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from imagekit.checks.profiles import builtin_profiles, load_profile
 from imagekit.checks.report import (
     CheckReport,
     CheckResult,
@@ -21,6 +20,7 @@ from imagekit.checks.report import (
 )
 from imagekit.errors import UsageError
 from imagekit.layers import walk
+from imagekit.profiles import builtin_profiles, load_profile
 
 
 def test_builtin_profiles():
@@ -41,6 +41,31 @@ def test_unknown_profile_suggests(tmp_path):
         load_profile(str(custom))
     with pytest.raises(UsageError, match="no such file"):
         load_profile(str(tmp_path / "nope.yaml"))
+
+
+@pytest.mark.parametrize(
+    "probes, message",
+    [
+        ("- {id: a, title: t}", "exactly one of exec or tcp"),
+        ("- {id: a, title: t, exec: 'true', tcp: 22}", "exactly one of exec or tcp"),
+        ("- {id: a, title: t, exec: 'true', output: '('}", "not a regular expression"),
+        ("- {id: a, title: t, tcp: 22}\n- {id: a, title: u, tcp: 23}", "unique: a"),
+        ("- {id: Bad Id, title: t, tcp: 22}", "probes.0.id"),
+    ],
+)
+def test_profile_probes_are_validated(tmp_path, probes, message):
+    custom = tmp_path / "mine.yaml"
+    custom.write_text(f"probes:\n{probes}\n")
+    with pytest.raises(UsageError, match=message):
+        load_profile(str(custom))
+
+
+def test_a_valid_probe_loads(tmp_path):
+    custom = tmp_path / "mine.yaml"
+    custom.write_text("probes:\n- {id: ok, title: t, exec: 'test -d /run/sshd', output: ''}\n")
+    (probe,) = load_profile(str(custom)).probes
+    assert probe.exec == "test -d /run/sshd" and probe.exit_code == 0
+    assert probe.requirement == "profile"
 
 
 def _layer(files: dict[str, bytes]) -> bytes:
@@ -110,3 +135,16 @@ def test_chunk_stream_reads_like_a_file(tmp_path):
     chunks = (data[i : i + 777] for i in range(0, len(data), 777))
     files = walk(io.BufferedReader(ChunkStream(chunks)))
     assert {f.path: f.size for f in files} == {"a": 5000, "b": 1}
+
+
+def test_report_format_from_suffix_or_flag():
+    from pathlib import Path
+
+    from imagekit.checks.report import report_format
+
+    assert report_format(Path("a/check.json"), None) == "json"
+    assert report_format(Path("check.MD"), None) == "markdown"
+    assert report_format(Path("junit.xml"), None) == "junit"
+    assert report_format(Path("out.txt"), "json") == "json"
+    with pytest.raises(UsageError, match=r"--report out.txt: cannot tell the format"):
+        report_format(Path("out.txt"), None)

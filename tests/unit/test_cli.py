@@ -133,3 +133,86 @@ def test_bad_build_inputs_are_rejected_before_building(capsys, tmp_path):
     assert code == 2 and "--tag 'Bad Tag': not a valid image reference" in err
     code, _, err = run(capsys, "build", recipe, "--build-arg", "NOEQUALS")
     assert code == 2 and "is not KEY=VALUE" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["mpirun", "--workers", "2", "--slots", "2", "--", "python3", "train.py"],
+        ["mpijob", "img:1", "--name", "j", "--workers", "1", "--slots", "1", "--", "true"],
+        ["lint-cmd", "mpirun -np 2 --hostfile /etc/mpi/hostfile python3 t.py"],
+    ],
+)
+def test_launch_commands_import_neither_docker_nor_pytest(argv):
+    """Profiles and launch lines are data: these commands must start without the engine
+    client or the check suite's test framework (start-up time, bench/bench_startup.py)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom imagekit.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('pytest', 'docker', 'testinfra') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
+
+
+def test_readme_exit_code_table_is_errors_py():
+    """Every exit code an error class (or a signal) can produce is in the README's table,
+    and the table lists no code that nothing produces."""
+    import re
+
+    from imagekit import errors
+
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    listed = set()
+    for cell in re.findall(r"^\| ([\d, ]+) \|", section, flags=re.M):
+        listed.update(int(code) for code in cell.split(","))
+    produced = set(errors.EXIT_CODES.values())
+    produced.update(
+        cls.exit_code
+        for cls in vars(errors).values()
+        if isinstance(cls, type)
+        and issubclass(cls, errors.ImagekitError)
+        and isinstance(cls.exit_code, int)
+    )
+    assert listed == produced
+
+
+def test_readme_check_table_lists_every_check():
+    """Each check in the suite has its row (ID and requirement) in the README's check table."""
+    import ast
+    import re
+
+    suite = ROOT / "imagekit" / "checks" / "suite"
+    checks = {}
+    for path in suite.glob("checks_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check":
+                check_id, req = (arg.value for arg in node.args[:2])
+                checks[check_id] = req
+    assert len(checks) > 20
+    rows = re.findall(r"^\| (`.+?) \| ([A-Z0-9, ]+?) \|", (ROOT / "README.md").read_text(), re.M)
+    documented = {
+        name.strip("`"): set(reqs.split(", ")) for names, reqs in rows for name in names.split(", ")
+    }
+    missing = {
+        check_id: req
+        for check_id, req in checks.items()
+        if req not in documented.get(check_id, set()) | _templated(check_id, documented)
+    }
+    assert missing == {}
+
+
+def _templated(check_id: str, documented: dict[str, set[str]]) -> set[str]:
+    """A `version-{python,openmpi,...}` row documents the parametrized check `version`."""
+    return {
+        req
+        for name, reqs in documented.items()
+        if "{" in name and name.partition("{")[0].rstrip("-") == check_id
+        for req in reqs
+    }

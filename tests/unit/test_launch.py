@@ -11,7 +11,15 @@ import yaml
 
 from imagekit.cli import main
 from imagekit.errors import UsageError
-from imagekit.launch import LaunchRequest, LintContext, lint, mpijob, parse, recommend
+from imagekit.launch import (
+    LaunchRequest,
+    LintContext,
+    lint,
+    mpijob,
+    parse,
+    recommend,
+    trainjob,
+)
 
 from ..conftest import ROOT
 
@@ -189,6 +197,52 @@ def test_debug_set_and_baked_parameters():
     assert "-mca pml" not in text and "pml ob1" in line.notes[0]
 
 
+def test_openmpi5_line_uses_prrte_names_and_lints_clean_for_5():
+    """K3: each choice here was run against Open MPI 5.0.7 (Debian 13): it rejects -quiet and
+    -npernode next to -map-by, and ends the job on a non-zero rank without orte_*."""
+    line = recommend(LaunchRequest(2, 4, ("python3", "train.py"), openmpi_major=5))
+    text = line.shell()
+    assert text.startswith("mpirun -np 8 --map-by ppr:4:node --hostfile /etc/mpi/hostfile")
+    assert "-mca plm_ssh_no_tree_spawn 1" in text and "--timeout 3600" in text
+    for gone in ("-npernode", "-map-by slot", "-quiet", "orte_", "plm_rsh_"):
+        assert gone not in text, gone
+    assert any("orte_abort_on_non_zero_status" in note for note in line.notes)
+    assert lint(text, LintContext(workers=2, slots=4, openmpi_major=5)) == []
+    port = recommend(LaunchRequest(1, 1, ("true",), ssh_port=2222, openmpi_major=5)).shell()
+    assert "-mca plm_ssh_args '-p 2222'" in port
+
+
+def test_lint_knows_what_openmpi5_ignores_or_refuses():
+    four_line = recommend(LaunchRequest(2, 4, ("python3", "train.py"))).shell()
+    assert lint(four_line, LintContext(workers=2, slots=4, openmpi_major=4)) == []
+    found = lint(four_line, LintContext(workers=2, slots=4, openmpi_major=5))
+    messages = [f.message for f in found if f.lid == "K3" and f.severity == "error"]
+    assert any("plm_rsh_no_tree_spawn is ignored" in m for m in messages), messages
+    assert any("rejects -quiet" in m for m in messages)
+    assert any("-npernode together with -map-by" in m for m in messages)
+    assert not [f for f in lint(four_line, LintContext(workers=2, slots=4)) if f.lid == "K3"]
+
+
+def test_cli_mpirun_takes_the_openmpi_major_from_the_recipe(capsys, monkeypatch):
+    _, out, err = cli(
+        capsys,
+        monkeypatch,
+        "mpirun",
+        "--workers",
+        "2",
+        "--slots",
+        "2",
+        "--recipe",
+        "recipes/deepspeed-cpu-ompi5.yaml",
+        "--",
+        "python3",
+        "t.py",
+    )
+    assert "--map-by ppr:2:node" in out and "-quiet" not in out
+    # the image's prte-mca-params.conf already sets the tree-spawn parameter
+    assert "plm_ssh_no_tree_spawn" not in out and "plm_ssh_no_tree_spawn 1" in err
+
+
 def test_scripts_get_bash():
     assert recommend(LaunchRequest(1, 2, ("run.sh",))).argv[-2:] == ["bash", "run.sh"]
 
@@ -255,7 +309,7 @@ def check_structure(value, schema, path="") -> None:
     if isinstance(schema, dict):
         assert isinstance(value, dict), path
         for key, item in value.items():
-            assert key in schema, f"{path}.{key}: not an MPIJob v2beta1 field here"
+            assert key in schema, f"{path}.{key}: not a field of this kind here"
             check_structure(item, schema[key], f"{path}.{key}")
     elif isinstance(schema, list):
         assert isinstance(value, list), path
@@ -265,6 +319,128 @@ def check_structure(value, schema, path="") -> None:
         assert isinstance(value, dict), path
     else:
         assert isinstance(value, schema), f"{path}: {value!r} is not {schema.__name__}"
+
+
+# Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1): the TrainingRuntime and TrainJob fields
+# imagekit writes, from the project's Go types and its deepspeed-distributed runtime.
+TRAINER_CONTAINER = {
+    "name": str,
+    "image": str,
+    "command": [str],
+    "args": [str],
+    "readinessProbe": {"tcpSocket": {"port": int}, "initialDelaySeconds": int},
+    "volumeMounts": [{"name": str, "mountPath": str}],
+    "securityContext": dict,
+}
+TRAINING_RUNTIME = {
+    "apiVersion": str,
+    "kind": str,
+    "metadata": {"name": str, "namespace": str, "labels": dict},
+    "spec": {
+        "mlPolicy": {
+            "numNodes": int,
+            "mpi": {
+                "numProcPerNode": int,
+                "mpiImplementation": str,
+                "sshAuthMountPath": str,
+                "runLauncherAsNode": bool,
+            },
+        },
+        "template": {
+            "spec": {
+                "network": {"publishNotReadyAddresses": bool},
+                "successPolicy": {"operator": str, "targetReplicatedJobs": [str]},
+                "replicatedJobs": [
+                    {
+                        "name": str,
+                        "dependsOn": [{"name": str, "status": str}],
+                        "template": {
+                            "metadata": {"labels": dict},
+                            "spec": {
+                                "template": {
+                                    "spec": {
+                                        "securityContext": dict,
+                                        "containers": [TRAINER_CONTAINER],
+                                        "volumes": [
+                                            {
+                                                "name": str,
+                                                "emptyDir": {"medium": str, "sizeLimit": str},
+                                            }
+                                        ],
+                                    }
+                                }
+                            },
+                        },
+                    }
+                ],
+            }
+        },
+    },
+}
+TRAINJOB = {
+    "apiVersion": str,
+    "kind": str,
+    "metadata": {"name": str, "namespace": str, "labels": dict},
+    "spec": {
+        "runtimeRef": {"name": str, "apiGroup": str, "kind": str},
+        "trainer": {
+            "image": str,
+            "command": [str],
+            "args": [str],
+            "env": [dict],
+            "numNodes": int,
+            "resourcesPerNode": {"limits": dict, "requests": dict},
+            "numProcPerNode": int,
+        },
+    },
+}
+
+
+def test_trainer_v2_documents_follow_their_kinds_and_set_the_image_everywhere():
+    launcher = recommend(LaunchRequest(2, 2, ("python3", "t.py"), openmpi_major=5)).argv
+    runtime, job = trainjob("e1", "img:1", 2, 2, launcher, gpus_per_worker=1, ssh_port=22)
+    check_structure(runtime, TRAINING_RUNTIME)
+    check_structure(job, TRAINJOB)
+    assert (runtime["kind"], job["kind"]) == ("TrainingRuntime", "TrainJob")
+    assert job["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]
+    jobs = {j["name"]: j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"]}
+    # trainer#4030: the image on both the launcher and the nodes; nodes run sshd, not training
+    for replicated in jobs.values():
+        (container,) = replicated["template"]["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == "img:1"
+    node = jobs["node"]["template"]["spec"]["template"]["spec"]["containers"][0]
+    assert node["command"] == ["/usr/sbin/sshd", "-De"]
+    assert node["readinessProbe"]["tcpSocket"]["port"] == 22
+    assert jobs["launcher"]["dependsOn"] == [{"name": "node", "status": "Ready"}]
+    assert job["spec"]["trainer"]["command"] == launcher
+    assert job["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == 1
+    with pytest.raises(UsageError, match="not a Kubernetes name"):
+        trainjob("Bad_Name", "img", 1, 1, launcher)
+
+
+def test_cli_mpijob_for_trainer_v2_writes_both_documents(capsys, monkeypatch):
+    _, out, _ = cli(
+        capsys,
+        monkeypatch,
+        "mpijob",
+        "recipes/deepspeed-cpu-ompi5.yaml",
+        "--operator",
+        "trainer-v2",
+        "--name",
+        "e1",
+        "--workers",
+        "2",
+        "--slots",
+        "2",
+        "--",
+        "python3",
+        "t.py",
+    )
+    runtime, job = yaml.safe_load_all(out)
+    check_structure(runtime, TRAINING_RUNTIME)
+    check_structure(job, TRAINJOB)
+    assert job["spec"]["trainer"]["image"] == "deepspeed-training:23.08-cpu-py313-debian13"
+    assert "ppr:2:node" in job["spec"]["trainer"]["command"]  # the recipe's Open MPI 5
 
 
 def test_structure_check_rejects_misplaced_fields():
@@ -363,3 +539,16 @@ def test_cli_mpirun_formats_and_mpijob(capsys, monkeypatch):
     check_structure(job, MPIJOB_V2BETA1)
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     assert launcher["image"] == "deepspeed-training:23.08-cpu-py311-debian12"
+
+
+def test_profile_port_matches_the_validated_profiles(tmp_path):
+    from imagekit.launch import profile_port
+    from imagekit.profiles import builtin_profiles
+
+    for name, profile in builtin_profiles().items():
+        assert profile_port(name) == profile.port, name
+    custom = tmp_path / "p.yaml"
+    custom.write_text("port: 2022\n")
+    assert profile_port(str(custom)) == 2022
+    with pytest.raises(UsageError, match="did you mean"):
+        profile_port("sede")

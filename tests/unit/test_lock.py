@@ -8,7 +8,8 @@ import shutil
 import pytest
 import yaml
 
-from imagekit.lock import (
+from imagekit.loader import load_recipe
+from imagekit.lockfile import (
     Lock,
     LockedBase,
     LockError,
@@ -28,7 +29,6 @@ from imagekit.lock import (
     unhashed_files,
 )
 from imagekit.plan import make_plan
-from imagekit.recipe import load_recipe
 from imagekit.render import render_context
 
 from ..conftest import RECIPES, ROOT
@@ -335,7 +335,7 @@ def test_ssh_keys_missing_file_is_one_line_exit_2(capsys, tmp_path):
 
 
 def test_reproducibility_gaps_name_what_normalization_cannot_fix(tmp_path):
-    from imagekit.build import BuildOptions, reproducibility_gaps
+    from imagekit.build import BuildInputs, BuildOptions, reproducibility_gaps
 
     plan = cpu_plan()
     gaps = reproducibility_gaps(plan, BuildOptions(source_date_epoch=1))
@@ -344,4 +344,4 @@ def test_reproducibility_gaps_name_what_normalization_cannot_fix(tmp_path):
         "ssh keys are generated during the build (pass --ssh-keys DIR)",
     ]
     locked = apply_lock(plan, sample_lock(plan))
-    assert reproducibility_gaps(locked, BuildOptions(ssh_keys=key_dir(tmp_path))) == []
+    assert reproducibility_gaps(locked, BuildOptions(BuildInputs(ssh_keys=key_dir(tmp_path)))) == []

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.lock import locked_plan
+from imagekit.loader import load_recipe
+from imagekit.lockfile import locked_plan
 from imagekit.plan import make_plan
-from imagekit.recipe import load_recipe
 from imagekit.render import ContextOptions, render_context, stale_files, write_context
 
 from ..conftest import RECIPES, ROOT
@@ -49,6 +49,42 @@ def test_pip_stages_are_ordered_torch_deepspeed_extras():
     assert [s.stage for s in plan.pip_steps] == ["torch", "deepspeed", "extras"]
     assert plan.pip_steps[0].requirements == ("torch==2.13.0+cpu",)
     assert plan.pip_steps[2].needs == ("torch", "deepspeed")
+
+
+def test_distro_torch_plan_has_no_torch_stage_and_installs_over_debian():
+    plan = plan_of(RECIPES / "deepspeed-cpu-ompi5.yaml")
+    assert [s.stage for s in plan.pip_steps] == ["deepspeed"]
+    assert plan.pip_steps[0].needs == ()
+    assert "python3-torch" in plan.python_packages
+    assert plan.pip_over_distro
+    assert plan.expected["torch"] == "2.6.0"  # Debian's torch reports 2.6.0+debian
+
+
+def test_openmpi5_plan_moves_launch_parameters_to_prrte_names():
+    plan = plan_of(RECIPES / "deepspeed-cpu-ompi5.yaml")
+    assert plan.openmpi_major == 5
+    assert plan.prte_conf_path == "/etc/openmpi/prte-mca-params.conf"
+    prte = {key: value for key, value, _ in plan.prte_mca}
+    mpi = {key: value for key, value, _ in plan.mca}
+    # K3: the operators' hostfile is the default, since OMPI_MCA_orte_* is ignored.
+    assert prte["prte_default_hostfile"] == "/etc/mpi/hostfile"
+    assert prte["plm_ssh_no_tree_spawn"] == "1" and "plm_rsh_no_tree_spawn" not in mpi
+    assert "oob_tcp_if_exclude" in prte and "oob_tcp_if_exclude" not in mpi
+    assert mpi == {"pml": "ob1", "btl": "^openib", "btl_tcp_if_exclude": "lo,docker0"}
+
+
+def test_openmpi5_render_ships_prrte_file_and_hostfile_placeholder():
+    context = render_context(plan_of(RECIPES / "deepspeed-cpu-ompi5.yaml"))
+    assert (
+        "prte_default_hostfile = /etc/mpi/hostfile"
+        in context.files["imagekit/prte-mca-params.conf"]
+    )
+    assert "COPY imagekit/hostfile-placeholder /etc/mpi/hostfile" in context.dockerfile
+    assert "COPY --from=pip-torch" not in context.dockerfile
+    assert "--ignore-installed --no-deps" in context.dockerfile
+    four = render_context(plan_of(RECIPES / "deepspeed-cpu.yaml"))
+    assert "imagekit/prte-mca-params.conf" not in four.files
+    assert "plm_rsh_no_tree_spawn = 1" in four.files["imagekit/openmpi-mca-params.conf"]
 
 
 def test_run_as_root_env_follows_recipe(tmp_path):
@@ -212,3 +248,33 @@ def test_a_deepspeed_bump_changes_nothing_below_deepspeed(tmp_path):
         return [line for line in text.splitlines() if not line.startswith("#")]
 
     assert below_deepspeed(a) == below_deepspeed(b)
+
+
+def test_apt_mirror_script_rewrites_debian_and_ubuntu_sources(tmp_path):
+    """templates/apt-mirror.sh: the one copy of the rewrite (the Dockerfile and the lock's
+    resolution both run it)."""
+    import subprocess
+    from importlib import resources
+
+    script = resources.files("imagekit").joinpath("templates/apt-mirror.sh").read_text()
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "URIs: http://deb.debian.org/debian\nSuites: bookworm\n"
+    )
+    (tmp_path / "sources.list").write_text("deb http://archive.ubuntu.com/ubuntu jammy main\n")
+    (tmp_path / "other.conf").write_text("http://deb.debian.org/debian\n")
+    env = {"IMAGEKIT_APT_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    run = ["sh", "-c", script, "-"]
+    subprocess.run([*run, "http://mirror.internal/debian/"], env=env, check=True)
+    assert (
+        (tmp_path / "sources.list.d" / "debian.sources")
+        .read_text()
+        .startswith("URIs: http://mirror.internal/debian/\n")
+    )
+    assert (tmp_path / "sources.list").read_text() == (
+        "deb http://mirror.internal/debian/ jammy main\n"
+    )
+    assert (tmp_path / "other.conf").read_text() == "http://deb.debian.org/debian\n"
+    before = (tmp_path / "sources.list").read_text()
+    subprocess.run(run, env=env, check=True)  # no URL: nothing changes
+    assert (tmp_path / "sources.list").read_text() == before

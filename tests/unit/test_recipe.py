@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from imagekit.errors import RecipeError
-from imagekit.recipe import json_schema, load_recipe
+from imagekit.loader import load_recipe
+from imagekit.recipe import json_schema
 
 from ..conftest import RECIPES
 
@@ -302,3 +303,73 @@ def test_json_schema_covers_every_section():
     ):
         assert key in schema["properties"], key
     assert schema["additionalProperties"] is False
+
+
+def test_key_given_twice_names_the_key_and_both_lines(tmp_path):
+    text = (HERE / "minimal-cpu.yaml").read_text() + "name: other\n"
+    first = 1 + text.splitlines().index("name: minimal-cpu")
+    last = len(text.splitlines())
+    problems = problems_of(write(tmp_path, text))
+    assert problems == [
+        f"{tmp_path / 'r.yaml'}: line {last}: key 'name' given twice (first on line {first}); "
+        "YAML would silently keep only the last one"
+    ]
+
+
+def test_key_given_twice_in_a_nested_flow_mapping(tmp_path):
+    text = (
+        (HERE / "minimal-cpu.yaml")
+        .read_text()
+        .replace('python: {version: "3.11"}', 'python: {version: "3.11", version: "3.12"}')
+    )
+    (problem,) = problems_of(write(tmp_path, text))
+    assert "key 'version' given twice" in problem
+
+
+def test_merge_keys_may_be_overridden(tmp_path):
+    text = (
+        (HERE / "minimal-cpu.yaml")
+        .read_text()
+        .replace(
+            'python: {version: "3.11"}',
+            'defaults: &d {version: "3.10"}\npython: {<<: *d, version: "3.11"}',
+        )
+    )
+    # `defaults` is an unknown key, but the override of the merged `version` is not a duplicate
+    problems = problems_of(write(tmp_path, text))
+    assert problems == [f"{tmp_path / 'r.yaml'}: defaults: unknown key"]
+
+
+def test_a_pile_of_unknown_keys_is_capped(tmp_path):
+    data = minimal()
+    data.update({f"unknown{i}": i for i in range(16)})
+    with pytest.raises(RecipeError) as info:
+        load_recipe(write(tmp_path, data))
+    assert len(info.value.problems) == 16  # all kept for callers
+    shown = info.value.message.splitlines()
+    assert len(shown) == 11 and shown[-1] == "... and 6 more"
+    assert all("unknown key" in line for line in shown[:10])
+
+
+def test_openmpi5_names_the_prrte_parameter_for_a_renamed_one(tmp_path):
+    data = yaml.safe_load((RECIPES / "deepspeed-cpu-ompi5.yaml").read_text())
+    data["mpi"] = {"mca": {"orte_default_hostfile": "/etc/mpi/hostfile"}}
+    problems = problems_of(write(tmp_path, data))
+    assert len(problems) == 1
+    assert "mpi.mca.orte_default_hostfile: is prte_default_hostfile in Open MPI 5" in problems[0]
+
+
+@pytest.mark.parametrize(
+    "torch, python, message",
+    [
+        ({"variant": "cu124"}, {}, "source: distro is the distro's CPU build"),
+        ({"index_url": "https://download.pytorch.org/whl/cpu"}, {}, "index_url is only for"),
+        ({}, {"source": "deadsnakes"}, "torch.source: distro needs python.source: distro"),
+    ],
+)
+def test_distro_torch_is_the_distros_cpu_build(tmp_path, torch, python, message):
+    data = yaml.safe_load((RECIPES / "deepspeed-cpu-ompi5.yaml").read_text())
+    data["torch"].update(torch)
+    data["python"].update(python)
+    problems = problems_of(write(tmp_path, data))
+    assert any(message in p for p in problems), problems

@@ -3,7 +3,17 @@ line, rank placement verification and the FAQ diagnoses."""
 
 from __future__ import annotations
 
-from imagekit.smoke import RankRecord, default_command, diagnose, rank_problems, topology
+from imagekit.launch import LaunchRequest, recommend
+from imagekit.smoke import (
+    PROBE_PATH,
+    RankRecord,
+    SmokeOptions,
+    default_command,
+    diagnose,
+    launcher_env,
+    rank_problems,
+    topology,
+)
 
 
 def test_topology_uses_the_operators_names_and_hostfile_format():
@@ -18,15 +28,43 @@ def test_topology_uses_the_operators_names_and_hostfile_format():
     ] * 3
 
 
-def test_default_command_is_the_seeds_recommended_line():
+def test_trainer_v2_topology_and_launcher_environment():
+    """K2: JobSet pod names, the launcher's own name, and the environment Trainer injects."""
+    top = topology("tj", workers=2, slots=4, operator="trainer-v2")
+    assert top.workers == ("tj-node-0-0", "tj-node-0-1")
+    assert top.launcher == "tj-launcher-0-0"
+    assert top.hostfile() == "tj-node-0-0.tj slots=4\ntj-node-0-1.tj slots=4\n"
+    env = launcher_env(SmokeOptions(operator="trainer-v2", slots=4), top)
+    assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+    assert env["OMPI_MCA_orte_keep_fqdn_hostnames"] == "true"
+    assert env["OMPI_MCA_orte_set_default_slots"] == "4"
+    assert env["OMPI_MCA_plm_rsh_args"] == "-o ConnectionAttempts=10"
+    with_port = launcher_env(SmokeOptions(operator="trainer-v2", port=2222), top)
+    assert with_port["OMPI_MCA_plm_rsh_args"] == "-o ConnectionAttempts=10 -p 2222"
+    plain = launcher_env(SmokeOptions(), topology("j", 1, 1))
+    assert "OMPI_MCA_orte_set_default_slots" not in plain and "OMPI_MCA_plm_rsh_args" not in plain
+
+
+def test_default_command_is_the_recommended_line():
     top = topology("j", 2, 2)
-    line = " ".join(default_command(top, env={}))
-    assert line.startswith(
-        "mpirun -np 4 -npernode 2 --hostfile /etc/mpi/hostfile --allow-run-as-root"
+    options = SmokeOptions(timeout=60)
+    line = default_command(top, {}, options)
+    recommended = recommend(
+        LaunchRequest(2, 2, ("python3", PROBE_PATH), timeout=75, ld_library_path=False)
     )
-    assert "-bind-to none -map-by slot -mca pml ob1 -mca btl ^openib -x PATH" in line
-    assert "LD_LIBRARY_PATH" not in line  # unset in the image: -x would only warn
-    assert "-x LD_LIBRARY_PATH" in " ".join(default_command(top, env={"LD_LIBRARY_PATH": "/x"}))
+    assert line == recommended.argv  # one source of the launch line: imagekit.launch
+    text = " ".join(line)
+    assert text.startswith("mpirun -np 4 -npernode 2 --hostfile /etc/mpi/hostfile")
+    assert "-bind-to none -map-by slot -mca pml ob1 -mca btl ^openib" in text
+    assert "LD_LIBRARY_PATH" not in text  # unset in the image: -x would only warn
+    assert "-x LD_LIBRARY_PATH" in " ".join(
+        default_command(top, {"LD_LIBRARY_PATH": "/x"}, options)
+    )
+
+
+def test_default_command_points_ssh_at_the_port():
+    line = " ".join(default_command(topology("j", 1, 1), {}, SmokeOptions(port=2222)))
+    assert "-mca plm_rsh_args -p 2222" in line
 
 
 def _ranks(hosts: list[str], size: int = 4) -> list[RankRecord]:

@@ -3,15 +3,44 @@
 from __future__ import annotations
 
 import difflib
+import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from imagekit.errors import UsageError
+
+
+class Probe(BaseModel):
+    """A check written as data (container-canary's idea): run a command in the image's check
+    container and match its exit code and output, or require a listening TCP port once sshd
+    runs. Reported like the built-in checks: ID, requirement, evidence, fix."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    requirement: str = Field("profile", description="Requirement ID the probe proves")
+    title: str
+    fix: str = ""
+    exec: str | None = Field(None, description="Shell command, run as root in the container")
+    exit_code: int = Field(0, description="exec: the exit code it must end with")
+    output: str | None = Field(None, description="exec: a regular expression its output matches")
+    tcp: int | None = Field(None, ge=1, le=65535, description="A port listening once sshd runs")
+
+    @model_validator(mode="after")
+    def _exactly_one_kind(self) -> Probe:
+        if (self.exec is None) == (self.tcp is None):
+            raise ValueError("give exactly one of exec or tcp")
+        if self.output is not None:
+            try:
+                re.compile(self.output)
+            except re.error as exc:
+                raise ValueError(f"output: not a regular expression: {exc}") from None
+        return self
 
 
 class Profile(BaseModel):
@@ -23,6 +52,15 @@ class Profile(BaseModel):
     user_keys: tuple[Literal["image", "mounted"], ...] = ("image", "mounted")
     run_as_root: Literal["flag", "env"] = "flag"
     allow_keys_in_layers: tuple[Literal["host", "user"], ...] = ()
+    probes: tuple[Probe, ...] = ()
+
+    @model_validator(mode="after")
+    def _unique_probe_ids(self) -> Profile:
+        ids = [probe.id for probe in self.probes]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"probe IDs must be unique: {', '.join(twice)}")
+        return self
 
 
 @cache

@@ -14,18 +14,21 @@ import json
 import shlex
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
+from imagekit.aptauth import apt_build_args
 from imagekit.base import base_content_digest, ensure_base
-from imagekit.build import BuildOptions, check_options, context_options
+from imagekit.build import BuildInputs, check_inputs, context_options
 from imagekit.engine import Engine, Message, Reporter
-from imagekit.errors import ImagekitError
+from imagekit.errors import ImagekitError, LockError
 from imagekit.files import write_text_atomic
-from imagekit.lock import (
+from imagekit.loader import load_recipe
+from imagekit.lockfile import (
     Lock,
     LockedBase,
-    LockError,
     apply_lock,
     apt_stage_pins,
     cumulative_packages,
@@ -39,16 +42,14 @@ from imagekit.lock import (
     unhashed_files,
 )
 from imagekit.plan import Plan, make_plan
-from imagekit.recipe import load_recipe
 from imagekit.render import render_context, write_context
 
 REPORT = "/tmp/imagekit-pip-report.json"
-# The apt mirror rewrite of the Dockerfile's first RUN, so `--apt-mirror` resolves against
-# the same mirror the build will use.
-MIRROR_SED = (
-    "find /etc/apt \\( -name '*.list' -o -name '*.sources' \\) -exec sed -i -E "
-    '"s#https?://(deb\\.debian\\.org/debian|archive\\.ubuntu\\.com/ubuntu)/?#${APT_MIRROR%/}/#g" {} +'
-)
+LOCK_LABEL = "io.imagekit.lock"  # on the containers a lock resolution starts
+
+
+def _run_label() -> dict[str, str]:
+    return {LOCK_LABEL: f"imagekit-lock-{uuid.uuid4().hex[:8]}"}
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,9 @@ class LockResult:
 
 
 def lock_recipe(
-    recipe_path: Path, options: BuildOptions, report: Reporter, upgrade: bool = False
+    recipe_path: Path, inputs: BuildInputs, report: Reporter, upgrade: bool = False
 ) -> LockResult:
-    check_options(options)
+    check_inputs(inputs)
     plan = make_plan(load_recipe(recipe_path))
     state = lock_state(recipe_path, plan)
     if state.usable and not upgrade:
@@ -74,9 +75,9 @@ def lock_recipe(
         )
     engine = Engine.connect()
     base = _locked_base(plan, engine, report)
-    apt = _resolve_apt(plan, engine, options, report)
+    apt = _resolve_apt(plan, engine, inputs, report)
     partial = Lock(recipe=plan.name, inputs_sha256=inputs_sha256(plan), base=base, apt=apt)
-    pip = _resolve_pip(apply_lock(plan, partial), engine, options, report)
+    pip = _resolve_pip(apply_lock(plan, partial), engine, inputs, report)
     tarballs = (
         {"openmpi": {k: plan.openmpi_tarball[k] for k in ("url", "sha256")}}
         if plan.openmpi_tarball
@@ -100,25 +101,28 @@ def _locked_base(plan: Plan, engine: Engine, report: Reporter) -> LockedBase:
 
 
 def _resolve_apt(
-    plan: Plan, engine: Engine, options: BuildOptions, report: Reporter
+    plan: Plan, engine: Engine, inputs: BuildInputs, report: Reporter
 ) -> dict[str, dict[str, str]]:
     stages = plan.apt_stages
     wanted = cumulative_packages(stages)
     report(Message(f"apt: resolving {len(stages)} stages on {plan.base_image}"))
-    script = ["set -e"]
-    if options.apt_mirror:
-        script.append(f"APT_MIRROR={shlex.quote(options.apt_mirror)}; {MIRROR_SED}")
-    script.append("apt-get update -qq >/dev/null")
-    for stage in stages:
-        packages = " ".join(shlex.quote(p) for p in wanted[stage.name])
-        script.append(f"echo '### {stage.name}'")
-        script.append(f"apt-get install -s --no-install-recommends {packages} 2>&1")
-    try:
-        output = engine.run_once(plan.base_image, ["/bin/sh", "-c", "\n".join(script)], user="0")
-    except ImagekitError as exc:
-        missing = missing_apt_pins(exc.message)
-        detail = f"not found: {' '.join(missing)}" if missing else exc.message.splitlines()[-1]
-        raise LockError(f"apt resolution on {plan.base_image} failed: {detail}") from None
+    with apt_build_args(inputs.apt_mirror, engine, report) as apt_args:
+        script = ["set -e", *_apt_source_lines(apt_args), "apt-get update -qq >/dev/null"]
+        for stage in stages:
+            packages = " ".join(shlex.quote(p) for p in wanted[stage.name])
+            script.append(f"echo '### {stage.name}'")
+            script.append(f"apt-get install -s --no-install-recommends {packages} 2>&1")
+        try:
+            output = engine.run_once(
+                plan.base_image,
+                ["/bin/sh", "-c", "\n".join(script)],
+                user="0",
+                labels=_run_label(),
+            )
+        except ImagekitError as exc:
+            missing = missing_apt_pins(exc.message)
+            detail = f"not found: {' '.join(missing)}" if missing else exc.message.splitlines()[-1]
+            raise LockError(f"apt resolution on {plan.base_image} failed: {detail}") from None
     closures: dict[str, dict[str, str]] = {}
     for block in output.split("### ")[1:]:
         name, _, text = block.partition("\n")
@@ -129,20 +133,38 @@ def _resolve_apt(
     return pins
 
 
+def _apt_source_lines(apt_args: dict[str, str]) -> list[str]:
+    """Shell lines pointing this throwaway container's apt at the build's mirror: the same
+    rewrite (templates/apt-mirror.sh) and credentials file the Dockerfile's RUNs use."""
+    lines = []
+    if "APT_MIRROR" in apt_args:
+        mirror = resources.files("imagekit").joinpath("templates/apt-mirror.sh").read_text()
+        lines.append(f"sh -c {shlex.quote(mirror)} - {shlex.quote(apt_args['APT_MIRROR'])}")
+    if "APT_AUTH_URL" in apt_args:
+        lines.append(
+            "mkdir -p /etc/apt/auth.conf.d && /usr/lib/apt/apt-helper download-file "
+            f"{shlex.quote(apt_args['APT_AUTH_URL'])} /etc/apt/auth.conf.d/imagekit-build.conf"
+            " >/dev/null"
+        )
+    return lines
+
+
 def _resolve_pip(
-    plan: Plan, engine: Engine, options: BuildOptions, report: Reporter
+    plan: Plan, engine: Engine, inputs: BuildInputs, report: Reporter
 ) -> dict[str, list]:
     """Build up to the python stage, then let pip resolve every pip stage in one go."""
     workdir = Path(tempfile.mkdtemp(prefix=f"imagekit-lock-{plan.name}-"))
     try:
-        context = render_context(plan, context_options(options), pip_resolver_report=REPORT)
+        context = render_context(plan, context_options(inputs), pip_resolver_report=REPORT)
         context_dir = write_context(context, workdir / "context")
         report(Message("pip: building the python stage and resolving with pip --dry-run"))
-        build_args = {"APT_MIRROR": options.apt_mirror} if options.apt_mirror else {}
-        outcome = engine.build(
-            context_dir, report=report, build_args=build_args, target="imagekit-pip-resolver"
+        with apt_build_args(inputs.apt_mirror, engine, report) as build_args:
+            outcome = engine.build(
+                context_dir, report=report, build_args=build_args, target="imagekit-pip-resolver"
+            )
+        report_text = engine.run_once(
+            outcome.image_id, ["cat", REPORT], user="0", labels=_run_label()
         )
-        report_text = engine.run_once(outcome.image_id, ["cat", REPORT], user="0")
         engine.remove_image(outcome.image_id)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -150,7 +172,7 @@ def _resolve_pip(
         pip_report = json.loads(report_text)
     except json.JSONDecodeError:
         raise LockError("pip resolution: pip wrote no readable report") from None
-    local = _wheelhouse_hashes(options.wheelhouse, unhashed_files(pip_report))
+    local = _wheelhouse_hashes(inputs.wheelhouse, unhashed_files(pip_report))
     pins = pip_stage_pins(pip_report, {s.stage: s.requirements for s in plan.pip_steps}, local)
     for stage, stage_pins in pins.items():
         report(Message(f"pip: {stage}: {len(stage_pins)} packages"))

@@ -1,0 +1,161 @@
+"""An apt mirror with credentials, used by a build without the credentials entering the image.
+
+`--apt-mirror http://user:TOKEN@mirror/debian` is split in two. The URL without credentials
+becomes the build argument APT_MIRROR (recorded in the image history, so it must hold no
+secret) and names the mirror in the image's sources. The credentials become an apt
+`auth.conf.d` entry that a small HTTP server on the Docker bridge gateway hands out while the
+build runs: `imagekit-apt-install` fetches it at the start of each RUN that calls apt and
+deletes it when that RUN ends, so no layer ever holds it (the legacy builder has no
+`RUN --mount=type=secret`, and a COPY would be a layer). The server's URL is a build argument
+too; it holds no secret and stays the same from build to build (a fixed port), so layers
+that used it still come from cache.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from imagekit.errors import UsageError
+from imagekit.events import Message, Reporter
+
+if TYPE_CHECKING:
+    from imagekit.engine import Engine
+
+# The port the credentials are served on while a build runs. Fixed, so the URL in the build
+# argument (and so the build cache key) is the same on every build; IMAGEKIT_APT_AUTH_PORT
+# picks another, and a busy port falls back to any free one (that build then misses the cache
+# for its apt layers).
+DEFAULT_PORT = 7469
+AUTH_PATH = "/apt-auth.conf"
+
+
+@dataclass(frozen=True)
+class AptMirror:
+    """A mirror URL as the image may see it, and the credentials it must not see."""
+
+    url: str  # no credentials: goes into the build arguments and the image's sources
+    login: str | None = None
+    password: str | None = None
+
+    @property
+    def has_credentials(self) -> bool:
+        return self.login is not None
+
+    def auth_conf(self) -> str:
+        """An apt_auth.conf(5) entry. The scheme is written out: apt applies an entry
+        without one to https only, and private mirrors are often plain http."""
+        parts = urlsplit(self.url)
+        machine = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+        return f"machine {machine}\nlogin {self.login}\npassword {self.password or ''}\n"
+
+
+def parse_mirror(url: str) -> AptMirror:
+    """`--apt-mirror URL`, checked, with any user:password taken out of it."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--apt-mirror {_masked(url)}: not an http(s) URL")
+    if parts.username is None:
+        return AptMirror(url)
+    netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    if ":" in parts.hostname:  # an IPv6 literal keeps its brackets
+        netloc = netloc.replace(parts.hostname, f"[{parts.hostname}]", 1)
+    public = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return AptMirror(public, unquote(parts.username), unquote(parts.password or ""))
+
+
+def _masked(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":********@", 1)
+
+
+def display(url: str | None) -> str | None:
+    """The mirror as progress lines and errors may show it."""
+    return _masked(url) if url else url
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], body: bytes, clients: ipaddress.IPv4Network):
+        self.body = body
+        self.clients = clients
+        self.served = 0
+        super().__init__(address, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        client = ipaddress.ip_address(self.client_address[0])
+        if self.path != AUTH_PATH or client not in self.server.clients:
+            self.send_error(404)
+            return
+        self.server.served += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(self.server.body)))
+        self.end_headers()
+        self.wfile.write(self.server.body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass  # the build's own output says what happened
+
+
+def _bind(gateway: str, body: bytes, subnet: str, report: Reporter) -> _Server:
+    port = int(os.environ.get("IMAGEKIT_APT_AUTH_PORT", DEFAULT_PORT))
+    clients = ipaddress.ip_network(subnet, strict=False)
+    try:
+        return _Server((gateway, port), body, clients)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            report(
+                Message(
+                    f"warning: port {port} on {gateway} is busy; apt credentials are served on "
+                    "another port, so this build's apt layers cannot come from cache "
+                    "(IMAGEKIT_APT_AUTH_PORT picks a port)"
+                )
+            )
+            return _Server((gateway, 0), body, clients)
+        raise UsageError(
+            f"--apt-mirror with credentials: cannot serve them to the build on {gateway} "
+            f"(the Docker bridge gateway): {exc.strerror}. The engine must run on this machine."
+        ) from None
+
+
+@contextmanager
+def apt_build_args(
+    mirror_url: str | None, engine: Engine, report: Reporter
+) -> Iterator[dict[str, str]]:
+    """The build arguments that point a build (or a lock's resolution) at the mirror, with
+    its credentials served for as long as the block runs, and never after."""
+    if not mirror_url:
+        yield {}
+        return
+    mirror = parse_mirror(mirror_url)
+    if not mirror.has_credentials:
+        yield {"APT_MIRROR": mirror.url}
+        return
+    gateway, subnet = engine.bridge_gateway()
+    server = _bind(gateway, mirror.auth_conf().encode(), subnet, report)
+    thread = threading.Thread(target=server.serve_forever, name="apt-auth", daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    report(Message(f"apt: credentials for {mirror.url} served to the build only (never a layer)"))
+    try:
+        yield {"APT_MIRROR": mirror.url, "APT_AUTH_URL": f"http://{host}:{port}{AUTH_PATH}"}
+    finally:
+        server.shutdown()
+        server.server_close()

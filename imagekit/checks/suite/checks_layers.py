@@ -1,0 +1,107 @@
+"""What every layer ships, deleted files included, and what the image config carries (SEC):
+private keys, build secrets, credentials. Evidence names the place and masks the secret."""
+
+from __future__ import annotations
+
+import re
+
+from imagekit.checks import check
+from imagekit.checks.facts import expect
+from imagekit.credentials import file_findings, find
+
+# -- security: what every layer ships -----------------------------------------------------
+
+KEY_NAMES = re.compile(r"(^|/)(ssh_host_\w+_key|id_(rsa|dsa|ecdsa|ed25519)(_sk)?)$")
+
+
+def _where(f) -> str:
+    return f"/{f.path} (layer {f.layer}{', deleted later but still shipped' if f.shadowed else ''})"
+
+
+@check(
+    "private-keys-in-layers",
+    "SEC",
+    "no undeclared private key material in any layer",
+    fix="generate keys at run time, or mount them (Secret); declare baked keys in the recipe "
+    "(ssh.user_keys: image / ssh.host_keys: build) or the profile",
+)
+def check_private_keys(ctx, note):
+    found = [
+        f
+        for f in ctx.layers()
+        if KEY_NAMES.search(f.path) or (f.head is not None and b"PRIVATE KEY-----" in f.head)
+    ]
+    allowed = set(ctx.profile.allow_keys_in_layers)
+    if ctx.declared("host-keys") == "build":
+        allowed.add("host")
+    if ctx.declared("user-keys") == "image":
+        allowed.add("user")
+    bad, declared = [], []
+    for f in found:
+        kind = "host" if f.path.startswith("etc/ssh/") else "user"
+        (declared if kind in allowed and not f.shadowed else bad).append(f"{kind} key {_where(f)}")
+    expect(not bad, "; ".join(bad))
+    if declared:
+        note("warn", "declared: " + "; ".join(declared))
+
+
+@check(
+    "build-secrets-in-layers",
+    "SEC",
+    "no build-only CA bundle, build files or credentials left in any layer",
+    fix="pass CAs and credentials to builder stages only (imagekit build --ca-bundle); "
+    "deleting a file in a later layer does not remove it from the image",
+)
+def check_build_secrets(ctx):
+    bad = []
+    for f in ctx.layers():
+        head = f.head or b""
+        if "imagekit-build" in f.path:
+            bad.append(f"build file {_where(f)}")
+        elif b"BEGIN CERTIFICATE" in head and (
+            f.shadowed or f.path.startswith(("tmp/", "var/tmp/", "root/"))
+        ):
+            bad.append(f"build-only certificate {_where(f)}")
+    expect(not bad, "; ".join(bad))
+
+
+@check(
+    "credentials-in-layers",
+    "SEC",
+    "no credentials in any layer: /etc (apt sources and auth, environment, profile.d), "
+    "home directories, pip/conda/docker/npm/cloud CLI configs",
+    fix="give credentials to the build only (an authenticated --index-url or --apt-mirror stays "
+    "in builder stages) and mount them at run time (a Secret); a file deleted in a later layer "
+    "still ships",
+)
+def check_credentials_in_layers(ctx):
+    bad = []
+    for f in ctx.layers():
+        if "imagekit-build" in f.path:
+            continue  # build-secrets-in-layers names those
+        reasons = file_findings(f.path, f.head)
+        if reasons:
+            bad.append(f"{_where(f)}: {'; '.join(reasons)}")
+    expect(not bad, "; ".join(bad))
+
+
+@check(
+    "credentials-in-config",
+    "SEC",
+    "no credentials in the image config: Env, Labels, and each layer's history (build args)",
+    fix="never pass secrets as ENV, LABEL or build ARG: the legacy builder records build args "
+    "in every RUN's history; mount them at run time (a Secret)",
+)
+def check_credentials_in_config(ctx):
+    bad = []
+    for item in ctx.config.get("Env") or []:
+        name, _, value = item.partition("=")
+        for found in find(value):
+            bad.append(f"Env {name}: {found.what} ({found.masked})")
+    for name, value in (ctx.config.get("Labels") or {}).items():
+        for found in find(value):
+            bad.append(f"Label {name}: {found.what} ({found.masked})")
+    for index, entry in enumerate(reversed(ctx.history())):
+        for found in find(entry.get("CreatedBy") or ""):
+            bad.append(f"history step {index}: {found.what} ({found.masked})")
+    expect(not bad, "; ".join(bad))

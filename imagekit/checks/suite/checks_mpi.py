@@ -1,0 +1,101 @@
+"""What mpirun needs of the image (R1, R11, R2, R8): root, bash, mpirun, a run as root."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from imagekit.checks import check
+from imagekit.checks.facts import expect, has
+
+# -- R1, R11, R2 --------------------------------------------------------------------------
+
+
+@check(
+    "root-user",
+    "R1",
+    "the container runs as root (uid 0)",
+    fix="remove the USER instruction, or end the Dockerfile with `USER root`",
+)
+def check_root_user(ctx):
+    user = ctx.config.get("User") or ""
+    code, out = ctx.container.exec(["id", "-u"], user=user or "root")  # the image's own user
+    uid = out.strip()
+    expect(
+        user in ("", "root", "0", "0:0", "root:root") and uid == "0",
+        (f"image USER is {user!r}; a container runs as uid {uid}"),
+    )
+
+
+@check(
+    "bash",
+    "R11",
+    "bash exists (mpirun ... bash run.sh)",
+    fix="install bash (apt-get install -y bash)",
+)
+def check_bash(host):
+    expect(host.file("/bin/bash").exists or host.file("/usr/bin/bash").exists, "no /bin/bash")
+
+
+@check(
+    "mpirun",
+    "R2",
+    "mpirun is on PATH",
+    fix="install Open MPI (apt-get install -y openmpi-bin) or put its bin/ on PATH",
+)
+def check_mpirun(host, note):
+    expect(has(host, "mpirun"), "mpirun not found on PATH " + host.run("echo $PATH").stdout.strip())
+    version = host.run("mpirun --version").stdout.strip().splitlines()
+    note("info", version[0] if version else "mpirun present")
+
+
+# -- R8 ----------------------------------------------------------------------------------------
+
+
+def _need_mpirun(host) -> None:
+    if not has(host, "mpirun"):
+        pytest.skip("no mpirun (see R2)")
+
+
+@check(
+    "mpirun-as-root",
+    "R8",
+    "mpirun runs as root without aborting",
+    fix="set ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, "
+    "or launch with --allow-run-as-root",
+)
+def check_mpirun_as_root(ctx, host, note):
+    _need_mpirun(host)
+    bare = host.run("timeout 60 mpirun -np 1 true")
+    flagged = host.run("timeout 60 mpirun --allow-run-as-root -np 1 true")
+    if ctx.profile.run_as_root == "env":
+        expect(bare.rc == 0, f"mpirun -np 1 true: {bare.stderr.strip()[:300]}")
+    else:
+        expect(
+            flagged.rc == 0,
+            (f"mpirun --allow-run-as-root -np 1 true: {flagged.stderr.strip()[:300]}"),
+        )
+        if bare.rc != 0:
+            note("warn", "bare mpirun aborts as root: every launch needs --allow-run-as-root")
+
+
+@check(
+    "mpirun-two-ranks",
+    "R8",
+    "a 2-rank mpirun runs inside the container",
+    fix="check Open MPI's install and openmpi-mca-params.conf; run the command shown",
+)
+def check_mpirun_two_ranks(host, note):
+    _need_mpirun(host)
+    cmd = (
+        "timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "
+        "sh -c 'echo rank=$OMPI_COMM_WORLD_RANK size=$OMPI_COMM_WORLD_SIZE'"
+    )
+    result = host.run(cmd)
+    ranks = sorted(re.findall(r"rank=(\d) size=2", result.stdout))
+    expect(
+        result.rc == 0 and ranks == ["0", "1"],
+        (f"{cmd}: rc {result.rc}: {(result.stderr or result.stdout).strip()[:300]}"),
+    )
+    note("info", "ranks 0 and 1 of 2 ran")

@@ -1,0 +1,104 @@
+"""Declared versions against what is inside (R12); CUDA and NCCL from files, no GPU needed."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from imagekit.checks import check
+from imagekit.checks.facts import expect, has
+
+# -- R12: versions ----------------------------------------------------------------------------
+
+PY_DIST = "python3 -c \"import importlib.metadata as m; print(m.version('{0}'))\""
+
+
+def found_python(host) -> str | None:
+    r = host.run("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
+    return r.stdout.strip() if r.rc == 0 else None
+
+
+def found_openmpi(host) -> str | None:
+    m = re.search(r"Open MPI\)? (\d+\.\d+\.\d+)", host.run("mpirun --version").stdout)
+    return m.group(1) if m else None
+
+
+def found_dist(name: str):
+    def find(host) -> str | None:
+        r = host.run(PY_DIST.format(name))
+        return r.stdout.strip() if r.rc == 0 else None
+
+    return find
+
+
+def found_cuda(host) -> str | None:
+    r = host.run("cat /usr/local/cuda/version.json")
+    if r.rc == 0:
+        try:
+            return json.loads(r.stdout)["cuda"]["version"]
+        except (ValueError, KeyError):
+            pass
+    m = re.search(r"release (\d+\.\d+)", host.run("nvcc --version").stdout)
+    return m.group(1) if m else None
+
+
+def found_nccl(host) -> str | None:
+    for dist in ("nvidia-nccl-cu12", "nvidia-nccl-cu11", "nvidia-nccl-cu13"):
+        found = found_dist(dist)(host)
+        if found:
+            return found
+    libs = host.run("ls /usr/lib/x86_64-linux-gnu /usr/local/cuda/lib64 /usr/lib64 2>/dev/null")
+    m = re.search(r"libnccl\.so\.(\d+\.\d+\.\d+)", libs.stdout)
+    return m.group(1) if m else None
+
+
+def _matches(component: str, expected: str, found: str) -> bool:
+    if component == "python":
+        return found == expected
+    if component == "cuda":
+        return found == expected or expected.startswith(found + ".")
+    return found == expected or found.split("+")[0] == expected  # 2.13.0 declared, 2.13.0+cpu found
+
+
+VERSION_PROBES = {
+    "python": (found_python, "python3"),
+    "openmpi": (found_openmpi, "mpirun"),
+    "torch": (found_dist("torch"), None),
+    "deepspeed": (found_dist("deepspeed"), None),
+    "cuda": (found_cuda, None),
+    "nccl": (found_nccl, None),
+}
+
+
+@pytest.mark.parametrize("component", list(VERSION_PROBES))
+@check(
+    "version",
+    "R12",
+    "the versions the image declares are the versions inside it",
+    fix="rebuild so the installed version matches the declared one (or fix the labels/recipe)",
+)
+def check_version(ctx, host, note, component):
+    probe, needs = VERSION_PROBES[component]
+    if needs and not has(host, needs):
+        pytest.skip(f"no {needs} (see R2/R11)" if component == "openmpi" else f"no {needs}")
+    expected = ctx.expected.get(component)
+    found = probe(host)
+    if expected == "from-torch":
+        note("info", f"{component} from torch: {found or 'none (CPU torch)'}")
+        return
+    if expected is None:
+        if found is None:
+            pytest.skip(f"{component}: not declared, not found")
+        note("info", f"{component} {found} (reported, not asserted: nothing declares it)")
+        return
+    expect(
+        found is not None,
+        (f"{component} {expected} is declared ({ctx.expected_source}) but not installed"),
+    )
+    expect(
+        _matches(component, expected, found),
+        (f"{component}: declared {expected} ({ctx.expected_source}), found {found}"),
+    )
+    note("info", f"{component} {found}")

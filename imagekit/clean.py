@@ -1,0 +1,55 @@
+"""`imagekit clean`: remove what earlier runs left behind after a crash, a SIGKILL or an
+engine that went away mid-run. Only objects carrying one of imagekit's run labels, and build
+step containers a run recorded by ID (journal.py), are touched; a container of the user's
+own, whatever image it runs, is never one of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from imagekit import journal
+from imagekit.engine import Engine
+
+# Every label a command puts on what it creates; the value is the run's ID.
+RUN_LABELS = (
+    "io.imagekit.check",
+    "io.imagekit.smoke",
+    "io.imagekit.inventory",
+    "io.imagekit.lock",
+)
+
+
+@dataclass(frozen=True)
+class Leftover:
+    kind: str  # container | network
+    name: str
+    run: str  # the label and run that created it, e.g. io.imagekit.check=imagekit-check-1a2b
+
+
+def leftovers(engine: Engine) -> list[Leftover]:
+    found: dict[tuple[str, str], Leftover] = {}
+    for label in RUN_LABELS:
+        containers, networks = engine.labelled(label)
+        for kind, items in (("container", containers), ("network", networks)):
+            for item in items:
+                run = f"{label}={item['labels'].get(label, '')}"
+                found[(kind, item["id"])] = Leftover(kind, item["name"], run)
+    for container_id, why in journal.recorded().items():
+        if engine.container_exists(container_id):
+            found[("container", container_id)] = Leftover("container", container_id[:12], why)
+        else:
+            journal.forget(container_id)  # gone already
+    # containers first: a network cannot go while a container is attached to it
+    return sorted(found.values(), key=lambda x: (x.kind != "container", x.run, x.name))
+
+
+def clean(dry_run: bool) -> list[Leftover]:
+    engine = Engine.connect()
+    found = leftovers(engine)
+    if not dry_run:
+        for label in RUN_LABELS:
+            engine.remove_labelled(label)
+        for container_id in journal.recorded():
+            engine.remove_container(container_id)
+            journal.forget(container_id)
+    return found

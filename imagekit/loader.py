@@ -1,0 +1,231 @@
+"""Load recipe files: strict YAML (a key given twice is an error naming both lines),
+`extends` merged, the schema validated with "did you mean", then the compatibility rules.
+
+Every problem becomes one line naming the file and the field path
+(``recipes/x.yaml: torch.version: ...``). Nothing here touches Docker or the disk
+beyond reading the recipe files themselves.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from imagekit import compat, credentials
+from imagekit.errors import RecipeError
+from imagekit.lockfile import locked_plan
+from imagekit.plan import Plan, make_plan
+from imagekit.recipe import LoadedRecipe, Recipe
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """YAML's last-one-wins would silently drop the first value of a repeated key."""
+
+
+class StrictLoader(yaml.SafeLoader):
+    """yaml.safe_load, but a key given twice in one mapping is an error naming both lines."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[object, int] = {}
+            for key_node, _ in node.value:  # before `<<` merges, which may be overridden
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: the schema reports it
+                    continue
+                if first is not None:
+                    raise DuplicateKeyError(
+                        f"line {line}: key {key!r} given twice (first on line {first}); "
+                        "YAML would silently keep only the last one"
+                    )
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_recipe(path: str | Path) -> LoadedRecipe:
+    """Read, merge `extends`, validate schema and compatibility rules. Raises RecipeError."""
+    path = Path(path)
+    data = _load_merged(path, chain=())
+    recipe = _validate(data, path)
+    problems = [f"{path}: {p}" for p in compat.errors(recipe)]
+    problems += [
+        f"{path}: {p}" for p in credentials.recipe_env_problems(recipe.env, recipe.env_not_secret)
+    ]
+    problems += [
+        f"{path}: {p}" for p in credentials.recipe_field_problems(recipe.model_dump(mode="json"))
+    ]
+    if problems:
+        raise RecipeError(problems)
+    digest = hashlib.sha256(
+        json.dumps(recipe.model_dump(mode="json"), sort_keys=True).encode()
+    ).hexdigest()
+    return LoadedRecipe(recipe=recipe, path=path, sha256=digest)
+
+
+def _load_merged(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    data = _read_yaml(path)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise RecipeError([f"{path}: extends: must be a file name, got {type(parent).__name__}"])
+    parent_path = (path.parent / parent).resolve()
+    if parent_path in chain or parent_path == path.resolve():
+        raise RecipeError([f"{path}: extends: cycle through {parent}"])
+    if not parent_path.is_file():
+        raise RecipeError([f"{path}: extends: no such recipe {parent}"])
+    base = _load_merged(parent_path, chain + (path.resolve(),))
+    return deep_merge(base, data)
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; everything else (lists included) is replaced whole."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError([f"{path}: no such file"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError([f"{path}: cannot read: {exc}"]) from None
+    try:
+        data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKeyError as exc:
+        raise RecipeError([f"{path}: {exc}"]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise RecipeError([f"{path}: {where}malformed YAML: {problem}"]) from None
+    if data is None:
+        raise RecipeError([f"{path}: the recipe is empty"])
+    if not isinstance(data, dict):
+        raise RecipeError([f"{path}: a recipe must be a mapping, got {type(data).__name__}"])
+    return data
+
+
+def _validate(data: dict[str, Any], path: Path) -> Recipe:
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as exc:
+        raise RecipeError([f"{path}: {_describe(err)}" for err in exc.errors()]) from None
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = [str(part) for part in err["loc"]]
+    field = ".".join(loc) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        return f"{field}: unknown key{_did_you_mean(loc)}"
+    if err["type"] == "missing":
+        return f"{field}: required field is missing"
+    msg = err["msg"]
+    msg = msg.removeprefix("Value error, ")
+    value = err.get("input")
+    if err["type"] == "string_type" and isinstance(value, int | float):
+        # YAML reads 3.10 as the float 3.1: the most common recipe typo of all.
+        msg += f' (got number {value!r}; quote it in YAML: "{value}")'
+    elif err["type"].endswith("_type"):
+        msg += f" (got {type(value).__name__} {value!r})"
+    return f"{field}: {msg}"
+
+
+def _did_you_mean(loc: list[str]) -> str:
+    """Suggest the nearest field name of the model that owns the unknown key."""
+    model: type[BaseModel] = Recipe
+    for part in loc[:-1]:
+        field = model.model_fields.get(part)
+        inner = _model_of(field.annotation) if field else None
+        if inner is None:
+            return ""
+        model = inner
+    matches = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1, cutoff=0.6)
+    return f" (did you mean {matches[0]!r}?)" if matches else ""
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found:
+            return found
+    return None
+
+
+# -- what commands take: recipe files and RECIPE|IMAGE targets --------------------------------
+
+from imagekit.paths import DEFAULT_RECIPES_DIR  # noqa: E402  (re-exported)
+
+
+@dataclass(frozen=True)
+class Validated:
+    loaded: LoadedRecipe
+    plan: Plan
+    warnings: list[str]
+
+
+def validate(paths: list[Path]) -> list[Validated]:
+    """Validate every recipe; collect every problem of every file before failing."""
+    results, problems = [], []
+    for path in paths:
+        try:
+            loaded = load_recipe(path)
+        except RecipeError as exc:
+            problems.extend(exc.problems)
+            continue
+        warnings = [f"{path}: {w}" for w in compat.warnings(loaded.recipe)]
+        plan, lock = locked_plan(loaded)
+        if lock.stale:
+            warnings.append(f"{lock.path}: stale (the recipe changed); run `imagekit lock {path}`")
+        results.append(Validated(loaded, plan, warnings))
+    if problems:
+        raise RecipeError(problems)
+    return results
+
+
+def recipe_paths(paths: list[Path], recipes_dir: Path = DEFAULT_RECIPES_DIR) -> list[Path]:
+    """The given recipes, or every recipe in `recipes_dir` when none is given."""
+    if paths:
+        return list(paths)
+    found = sorted(recipes_dir.glob("*.yaml"))
+    if not found:
+        raise RecipeError([f"{recipes_dir}: no recipes (*.yaml) found"])
+    return found
+
+
+def resolve_target(target: str) -> tuple[str, Path | None]:
+    """RECIPE|IMAGE arguments: a .yaml path means that recipe's own image."""
+    if not target.endswith((".yaml", ".yml")):
+        return target, None
+    return make_plan(load_recipe(Path(target))).image, Path(target)
+
+
+def recipe_plan(recipe: Path | None) -> Plan | None:
+    return make_plan(load_recipe(recipe)) if recipe is not None else None
+
+
+def publish_target(target: str) -> tuple[str, tuple[str, ...]]:
+    """The image to publish and the recipe's moving tags (none for a plain image)."""
+    image, recipe = resolve_target(target)
+    plan = recipe_plan(recipe)
+    moving = tuple(t.rsplit(":", 1)[1] for t in plan.moving_tags) if plan else ()
+    return image, moving

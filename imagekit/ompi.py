@@ -1,0 +1,14 @@
+"""Open MPI facts shared by plans, launch lines and compatibility rules. No heavy imports:
+`imagekit mpirun` reads these at start-up."""
+
+from __future__ import annotations
+
+# Open MPI 5 (PRRTE) names for ORTE's (prte_info of Open MPI 5.0.7; K3).
+OMPI5_MCA_RENAMES = {
+    "plm_rsh_no_tree_spawn": "plm_ssh_no_tree_spawn",
+    "plm_rsh_agent": "plm_ssh_agent",
+    "plm_rsh_args": "plm_ssh_args",
+    "orte_default_hostfile": "prte_default_hostfile",
+    "orte_keep_fqdn_hostnames": "prte_keep_fqdn_hostnames",
+    "orte_set_default_slots": "prte_set_default_slots",
+}

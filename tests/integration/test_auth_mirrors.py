@@ -1,0 +1,120 @@
+"""A build behind an apt mirror and a pip index that both want credentials: it builds through
+them (they refuse anything else), and no layer, history line, label or env of the image
+holds the credentials (issue: credentials never reach an image)."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+
+import pytest
+
+from .authmirror import AuthMirror
+from .conftest import CPU_RECIPE, build_env, imagekit
+
+# Built from pieces so this file holds no credential-shaped string of its own.
+APT_PASSWORD = "apt" + "-s3cr3t-" + "T0ken"
+PIP_PASSWORD = "pip" + "-s3cr3t-" + "T0ken"
+REF = "imagekit-test/auth-mirrors:1"
+
+
+def leaks(engine, ref: str, secrets: list[bytes]) -> list[str]:
+    """Every place in `docker save` of ref (as a registry would receive it: the config,
+    the manifest, every file of every layer) that holds one of secrets."""
+    found = []
+
+    def scan(place: str, content: bytes) -> None:
+        found.extend(place for secret in secrets if secret in content)
+
+    with engine.saved_image(ref) as stream, tarfile.open(fileobj=stream, mode="r|") as saved:
+        for member in saved:
+            if not member.isfile():
+                continue
+            data = saved.extractfile(member)
+            if not member.name.endswith("layer.tar"):
+                scan(member.name, data.read())
+                continue
+            with tarfile.open(fileobj=data, mode="r|") as layer:
+                for item in layer:
+                    if item.isfile():
+                        scan(f"{member.name}:{item.name}", layer.extractfile(item).read())
+    return found
+
+
+@pytest.fixture
+def mirrors(engine, tmp_path):
+    gateway, _ = engine.bridge_gateway()
+    apt = AuthMirror(gateway, "http://deb.debian.org/debian", "/debian", "builder", APT_PASSWORD)
+    pip = AuthMirror(gateway, "https://pypi.org/simple", "/simple", "builder", PIP_PASSWORD)
+    bundle = pip.use_tls(tmp_path)  # pip ignores a plain-http index it is not told to trust
+    with apt, pip:
+        yield apt, pip, bundle
+
+
+def test_a_build_through_authenticated_mirrors_leaves_no_credential(
+    engine, cpu_image, mirrors, tmp_path
+):
+    apt, pip, bundle = mirrors
+    env = {**build_env(), "IMAGEKIT_CA_BUNDLE": str(bundle)}
+    try:
+        result = imagekit(
+            "build", str(CPU_RECIPE), "--plain", "--tag", REF,
+            "--apt-mirror", apt.url(), "--index-url", pip.url(),
+            env=env,
+        )  # fmt: skip
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-4000:]
+        # The mirrors answered only with credentials, so the build used them...
+        assert apt.authorized > 0 and pip.authorized > 0, (apt.authorized, pip.authorized)
+        # ...and never printed them.
+        assert APT_PASSWORD not in output and PIP_PASSWORD not in output
+
+        assert leaks(engine, REF, [APT_PASSWORD.encode(), PIP_PASSWORD.encode()]) == []
+        history = json.dumps(engine.history(REF))
+        assert "APT_MIRROR=" + apt.url(with_credentials=False) in history  # the mirror, bare
+        config = json.dumps(engine.inspect_image(REF)["Config"])
+        assert APT_PASSWORD not in history + config and PIP_PASSWORD not in history + config
+
+        sources = engine.run_once(REF, ["cat", "/etc/apt/sources.list"])
+        assert apt.url(with_credentials=False) in sources  # default: the mirror, bare
+        auth = engine.run_once(REF, ["ls", "-A", "/etc/apt/auth.conf.d"])
+        assert auth.strip() == ""
+
+        report = tmp_path / "check.json"
+        checked = imagekit("check", REF, "--report", str(report), env=env)
+        verdicts = {r["id"]: r["status"] for r in json.loads(report.read_text())["results"]}
+        assert verdicts["credentials-in-layers"] == "pass", checked.stdout[-2000:]
+        assert verdicts["credentials-in-config"] == "pass", checked.stdout[-2000:]
+
+        # --final-apt-sources public: the same build (cached up to its last layer) names
+        # the public archive again in the image's sources
+        public = imagekit(
+            "build", str(CPU_RECIPE), "--plain", "--tag", REF, "--apt-mirror", apt.url(),
+            "--index-url", pip.url(), "--final-apt-sources", "public",
+            env=env,
+        )  # fmt: skip
+        assert public.returncode == 0, (public.stdout + public.stderr)[-4000:]
+        sources = engine.run_once(REF, ["cat", "/etc/apt/sources.list"])
+        assert "http://deb.debian.org/debian/" in sources
+        assert apt.url(with_credentials=False) not in sources
+        assert leaks(engine, REF, [APT_PASSWORD.encode(), PIP_PASSWORD.encode()]) == []
+    finally:
+        engine.tag(cpu_image.image_id, cpu_image.ref)  # the build moved the recipe's own tag
+        engine.remove_image(REF)
+
+
+def test_a_wrong_apt_password_fails_the_build_in_one_line_and_keeps_the_tag(
+    engine, cpu_image, mirrors
+):
+    apt, _, _ = mirrors
+    wrong = apt.url().replace(APT_PASSWORD, "wrong-password")
+    result = imagekit(
+        "build", str(CPU_RECIPE), "--plain", "--tag", REF, "--apt-mirror", wrong, "--no-cache"
+    )
+    output = result.stdout + result.stderr
+    print(output[-3000:])
+    assert result.returncode == 5, output[-3000:]  # BuildError
+    assert "401" in output and "Unauthorized" in output  # apt's own words, in the step's tail
+    assert "wrong-password" not in output
+    assert engine.inspect_image(cpu_image.ref)["Id"] == cpu_image.image_id  # no tag moved
+    assert not engine.image_exists(REF)

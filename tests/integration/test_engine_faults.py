@@ -1,0 +1,182 @@
+"""The engine goes away in the middle of a command (dockerd stopped for real): the command ends
+with one line and the engine's exit code (4), no traceback and no verdict, never moves a tag,
+and once the engine is back `imagekit clean` removes what the run left and nothing else.
+
+These tests stop and restart this machine's dockerd, so they run last (conftest orders them)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from imagekit.engine import Engine
+from imagekit.errors import EngineUnavailableError
+
+from ..conftest import ROOT
+from .conftest import CPU_RECIPE, build_env, imagekit
+
+pytestmark = [
+    pytest.mark.engine_restart,
+    # Connections to the stopped daemon die with it; their sockets are collected later.
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
+
+
+def dockerd_pid() -> int:
+    if os.environ.get("DOCKER_HOST", "unix://").startswith(("tcp:", "ssh:")):
+        pytest.fail("these tests stop the local dockerd; DOCKER_HOST points elsewhere")
+    out = subprocess.run(["pidof", "dockerd"], capture_output=True, text=True).stdout.split()
+    assert out, "no local dockerd process to stop"
+    return int(out[0])
+
+
+def stop_engine(*clients: Engine) -> list[str]:
+    """SIGTERM dockerd (as systemd does) and wait for it to exit; its command line back.
+    The clients' pooled connections die with it: close them first (they reconnect)."""
+    for client in clients:
+        client.close()
+    pid = dockerd_pid()
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(1200):  # it stops running containers first (10 s grace, then SIGKILL)
+        if not Path(f"/proc/{pid}").exists():
+            return argv
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(2)
+    return argv
+
+
+_DAEMONS: list[subprocess.Popen] = []  # dockerd outlives the test: keep its handle alive
+
+
+def start_engine(argv: list[str]) -> Engine:
+    with open("/tmp/imagekit-dockerd.log", "ab") as log:
+        daemon = subprocess.Popen(
+            argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    _DAEMONS.append(daemon)
+    for _ in range(120):
+        try:
+            engine = Engine.connect()
+        except EngineUnavailableError:
+            time.sleep(0.5)
+            continue
+        # Answering is not enough: wait until it runs containers again.
+        engine.run_once("imagekit-test/mini:latest", ["true"])
+        return engine
+    raise AssertionError("dockerd did not come back within 60 s")
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "imagekit", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=build_env(),
+        cwd=ROOT,
+    )
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def labelled(engine: Engine, label: str) -> list[str]:
+    containers, networks = engine.labelled(label)
+    return [c["name"] for c in containers] + [n["name"] for n in networks]
+
+
+def engine_gone_mid_run(engine: Engine, proc: subprocess.Popen, label: str, settle: float):
+    """Stop the engine once `proc` has created something labelled `label`; restart it."""
+    wait_for(lambda: labelled(engine, label), 120, f"a container labelled {label}")
+    time.sleep(settle)  # well inside the command's work
+    argv = stop_engine(engine)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        start_engine(argv).close()
+    return proc.returncode, out, err, engine
+
+
+def assert_one_engine_line(code: int, err: str) -> None:
+    assert code == 4, err
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and "went away" in errors[0], err
+
+
+def clean_leaves_only_the_users(engine: Engine, label: str) -> None:
+    with engine.container("imagekit-test/mini:latest", entrypoint=["sleep", "600"]) as mine:
+        listed = imagekit("clean", "--dry-run", timeout=120)
+        assert listed.returncode == 0 and mine.name not in listed.stdout
+        result = imagekit("clean", timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert labelled(engine, label) == []
+        assert mine.status() == "running"  # the user's own container survives
+
+
+def test_engine_gone_mid_check(engine, mini):
+    proc = start("check", mini)
+    code, out, err, engine = engine_gone_mid_run(engine, proc, "io.imagekit.check", 3)
+    assert_one_engine_line(code, err)
+    assert "PASSED" not in out and "FAILED" not in out  # no verdict on the image
+    clean_leaves_only_the_users(engine, "io.imagekit.check")
+
+
+def test_engine_gone_mid_smoke(engine, mini):
+    proc = start("smoke", mini, "--workers", "2", "--slots", "1", "--", "sleep", "60")
+    code, out, err, engine = engine_gone_mid_run(engine, proc, "io.imagekit.smoke", 4)
+    assert_one_engine_line(code, err)
+    clean_leaves_only_the_users(engine, "io.imagekit.smoke")
+
+
+def test_engine_gone_mid_build(engine, mini, tmp_path):
+    """A --no-cache build stopped in its first RUN step: exit 4, and the tag never appears."""
+    tag = "imagekit-test/engine-fault:latest"
+    engine.remove_image(tag)
+    before = all_containers(engine)
+    proc = start("build", str(CPU_RECIPE), "--no-cache", "--plain", "-t", tag)
+    lines: list[str] = []
+
+    def in_a_run_step() -> bool:
+        line = proc.stderr.readline()
+        lines.append(line)
+        return " RUN " in line or ": RUN " in line
+
+    wait_for(in_a_run_step, 300, "a RUN step")
+    time.sleep(2)
+    argv = stop_engine(engine)
+    try:
+        out, rest = proc.communicate(timeout=120)
+    finally:
+        start_engine(argv).close()
+    err = "".join(lines) + rest
+    assert_one_engine_line(proc.returncode, err)
+    assert not engine.image_exists(tag)
+    # The step's container has no label of ours; the build recorded its ID for `clean`. (An
+    # engine that killed the step before hanging up may have removed it itself.)
+    left = all_containers(engine) - before
+    assert len(left) <= 1, left
+    with engine.container("imagekit-test/mini:latest", entrypoint=["sleep", "600"]) as mine:
+        result = imagekit("clean", timeout=120)
+        assert result.returncode == 0, result.stdout
+        assert not left or "build step: RUN" in result.stdout, result.stdout
+        assert all_containers(engine) - before == {mine.id}
+
+
+def all_containers(engine: Engine) -> set[str]:
+    return {c["Id"] for c in engine.api.containers(all=True)}

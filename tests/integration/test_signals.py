@@ -1,0 +1,206 @@
+"""Stopping cleanly (real processes, real engine): SIGTERM, SIGINT (Ctrl-C, sent to the whole
+process group as a terminal does) and SIGHUP end a command within 2 s with 128 + the signal's
+number and one line, and leave nothing behind; a SIGKILLed run's leftovers are removed by
+`imagekit clean`, which touches nothing of the user's; a check whose commands were killed
+gives no verdict."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from imagekit.engine import Engine
+
+from ..conftest import ROOT
+from .conftest import CPU_RECIPE, build_env, imagekit
+
+GRACE = 2.0  # seconds from the signal to the exit
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "imagekit", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=build_env(),
+        cwd=ROOT,
+        start_new_session=True,  # its own process group, like a job in a terminal
+        preexec_fn=_terminal_signals,
+    )
+
+
+def _terminal_signals() -> None:
+    """Signals as a job in a terminal has them: a suite started in the background by a
+    non-interactive shell passes SIGINT on ignored, and imagekit (rightly) keeps an
+    inherited "ignore"."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def labelled(engine: Engine, label: str) -> list[str]:
+    containers, networks = engine.labelled(label)
+    return [c["name"] for c in containers] + [n["name"] for n in networks]
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def stop(proc: subprocess.Popen, signum: int, group: bool) -> tuple[float, str, str]:
+    """Send `signum` (to the process group for Ctrl-C); seconds until it exited, output."""
+    sent = time.monotonic()
+    if group:
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    return time.monotonic() - sent, out, err
+
+
+def assert_stopped(proc, seconds: float, err: str, signum: int) -> None:
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, err
+    assert seconds <= GRACE, f"took {seconds:.1f}s to stop after {name}"
+    errors = [line for line in err.splitlines() if line.startswith("ERROR")]
+    assert errors == [f"ERROR interrupted by {name}; removed what this run made"], err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("signum", "group", "after"),
+    [
+        (signal.SIGTERM, False, 0.0),  # while the first container starts
+        (signal.SIGTERM, False, 4.0),  # mid-command, the layer export running
+        (signal.SIGINT, True, 6.0),  # Ctrl-C: the docker exec children die too
+        (signal.SIGHUP, False, 3.0),
+    ],
+    ids=["term-start", "term-mid", "ctrl-c-mid", "hup"],
+)
+def test_check_stops_and_leaves_nothing(engine, mini, tmp_path, signum, group, after):
+    report = tmp_path / "r.json"
+    proc = start("check", mini, "--report", str(report))
+    wait_for(lambda: labelled(engine, "io.imagekit.check"), 60, "the check container")
+    time.sleep(after)
+    seconds, out, err = stop(proc, signum, group)
+    assert_stopped(proc, seconds, err, signum)
+    assert not report.exists() and "FAILED" not in out  # no verdict
+    assert labelled(engine, "io.imagekit.check") == []
+
+
+@pytest.mark.parametrize(
+    ("signum", "group", "label_seen"),
+    [(signal.SIGTERM, False, False), (signal.SIGINT, True, True)],
+    ids=["term-mid-mpirun", "ctrl-c-at-start"],
+)
+def test_smoke_stops_and_leaves_nothing(engine, mini, signum, group, label_seen):
+    proc = start("smoke", mini, "--workers", "2", "--slots", "1", "--", "sleep", "60")
+    wait_for(lambda: labelled(engine, "io.imagekit.smoke"), 60, "a smoke container")
+    if not label_seen:  # wait until the command runs in the launcher
+        wait_for(lambda: len(labelled(engine, "io.imagekit.smoke")) >= 4, 60, "launcher")
+        time.sleep(3)
+    seconds, out, err = stop(proc, signum, group)
+    assert_stopped(proc, seconds, err, signum)
+    assert labelled(engine, "io.imagekit.smoke") == []
+
+
+def test_build_stops_without_a_tag_or_a_step_container(engine, cpu_image):
+    tag = "imagekit-test/signal-build:latest"
+    engine.remove_image(tag)
+    before = {c["Id"] for c in engine.api.containers(all=True)}
+    proc = start("build", str(CPU_RECIPE), "--no-cache", "--plain", "-t", tag)
+    lines = []
+
+    def in_a_run_step() -> bool:
+        lines.append(proc.stderr.readline())
+        return ": RUN " in lines[-1]
+
+    wait_for(in_a_run_step, 300, "a RUN step")
+    time.sleep(2)
+    seconds, out, rest = stop(proc, signal.SIGTERM, False)
+    assert_stopped(proc, seconds, "".join(lines) + rest, signal.SIGTERM)
+    assert not engine.image_exists(tag)
+    wait_for(
+        lambda: {c["Id"] for c in engine.api.containers(all=True)} <= before, 30, "no step left"
+    )
+
+
+def test_sigkill_leftovers_are_cleaned_and_nothing_else(engine, mini):
+    proc = start("smoke", mini, "--workers", "1", "--slots", "1", "--", "sleep", "60")
+    wait_for(lambda: len(labelled(engine, "io.imagekit.smoke")) >= 3, 60, "launcher")
+    proc.kill()
+    proc.communicate(timeout=30)
+    left = labelled(engine, "io.imagekit.smoke")
+    assert left, "a SIGKILLed run cannot clean up: its containers must still be there"
+    with engine.container(mini, entrypoint=["sleep", "600"]) as mine:
+        listed = imagekit("clean", "--dry-run", timeout=120)
+        assert listed.returncode == 0
+        assert all(name in listed.stdout for name in left) and mine.name not in listed.stdout
+        assert labelled(engine, "io.imagekit.smoke") != []  # a dry run removes nothing
+        result = imagekit("clean", timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert labelled(engine, "io.imagekit.smoke") == []
+        assert mine.status() == "running"
+
+
+def test_killed_check_commands_give_no_verdict(engine, mini, tmp_path):
+    """The check goes on but its `docker exec` children die: an interruption, not a FAIL."""
+    report = tmp_path / "r.json"
+    proc = start("check", mini, "--report", str(report))
+    wait_for(lambda: labelled(engine, "io.imagekit.check"), 60, "the check container")
+    deadline = time.monotonic() + 30
+    killed = 0
+    while proc.poll() is None and time.monotonic() < deadline:
+        children = subprocess.run(
+            ["pgrep", "-P", str(proc.pid), "-f", "docker exec"], capture_output=True, text=True
+        ).stdout.split()
+        for pid in children:
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=120)
+    assert killed, "no docker exec child was seen"
+    assert proc.returncode == 143, err
+    assert "killed by SIGTERM" in err and "no verdict" in err
+    assert not report.exists() and "FAILED" not in out
+    assert labelled(engine, "io.imagekit.check") == []
+
+
+def test_publish_stops_mid_push_without_a_tag(engine, cpu_image, tmp_path):
+    """SIGTERM while layers upload: exit 143 in time, the registry has no tag (the manifest
+    goes last), and the local push tag publish made is gone again."""
+    from imagekit.registry import RegistryClient
+
+    from .test_publish import Registry
+
+    reg = Registry(tmp_path).start()
+    try:
+        name, tag = cpu_image.ref.rsplit(":", 1)
+        pushed = f"{reg.host}/{name}:{tag}"
+        proc = start("publish", cpu_image.ref, "--registry", reg.host, "--no-require-check")
+        lines = []
+
+        def pushing() -> bool:
+            lines.append(proc.stderr.readline())
+            return "Pushing" in lines[-1]
+
+        wait_for(pushing, 300, "a layer upload")
+        seconds, out, rest = stop(proc, signal.SIGTERM, False)
+        assert_stopped(proc, seconds, "".join(lines) + rest, signal.SIGTERM)
+        assert RegistryClient.for_repository(f"{reg.host}/{name}").config_digest(tag) is None
+        assert not engine.image_exists(pushed)
+    finally:
+        reg.stop()

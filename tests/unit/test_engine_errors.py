@@ -1,0 +1,63 @@
+"""How the engine module turns a failed build step into imagekit's error (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from imagekit.engine import Engine, _step_failed
+from imagekit.errors import BuildError, EngineUnavailableError
+from imagekit.events import Step
+
+
+def test_a_failed_run_names_its_step_once_not_the_engines_whole_command():
+    command = "imagekit-apt-install " + " ".join(f"pkg{i}=1.0-{i}" for i in range(300))
+    step = Step(number=5, total=56, instruction=f"RUN {command}")
+    chunk = {
+        "error": f"The command '/bin/bash -o pipefail -c {command}' returned a non-zero code: 100",
+        "errorDetail": {
+            "message": f"The command '/bin/bash -o pipefail -c {command}' returned a non-zero "
+            "code: 100"
+        },
+    }
+    error = _step_failed(step, chunk, ["E: Failed to fetch ... 401  Unauthorized"])
+    first, second = error.message.splitlines()
+    assert first.startswith("step 5/56 failed: RUN imagekit-apt-install") and len(first) < 240
+    assert second == "the command exited 100"
+    assert "401  Unauthorized" in error.hint
+
+
+def test_other_engine_errors_pass_through():
+    error = _step_failed(None, {"error": "COPY failed: no source files"}, [])
+    assert error.message == "build failed\nCOPY failed: no source files"
+
+
+class _FakeApi:
+    """A build stream that ends with a step killed (137); ping answers or not."""
+
+    def __init__(self, engine_up: bool):
+        self.engine_up = engine_up
+
+    def build(self, **kwargs):
+        yield {"stream": "Step 1/2 : RUN sleep 300\n"}
+        yield {"error": "The command '/bin/sh -c sleep 300' returned a non-zero code: 137"}
+
+    def ping(self):
+        if not self.engine_up:
+            raise ConnectionError("connection refused")
+        return True
+
+
+class _FakeClient:
+    def __init__(self, engine_up: bool):
+        self.api = _FakeApi(engine_up)
+
+
+@pytest.mark.parametrize("engine_up, error", [(True, BuildError), (False, EngineUnavailableError)])
+def test_a_killed_step_is_the_engine_going_away_only_when_it_stops_answering(
+    monkeypatch, tmp_path, engine_up, error
+):
+    monkeypatch.setattr("imagekit.engine.time.sleep", lambda seconds: None)
+    engine = Engine(_FakeClient(engine_up))
+    with pytest.raises(error) as info:
+        engine.build(tmp_path, report=lambda event: None)
+    assert isinstance(info.value, BuildError) is engine_up  # an OOM kill stays a build failure

@@ -1,0 +1,226 @@
+"""Smoke's orchestration against a fake engine with the real engine's interface (Container
+handles with exec/exec_stream/logs/put_file; networks; labelled cleanup): which containers
+it starts and how, what it writes where, how it fails, and that it always cleans up.
+The same paths run for real in tests/integration/test_smoke.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from imagekit.errors import EngineUnavailableError
+from imagekit.launch import HOSTFILE, WORKER_COMMAND
+from imagekit.smoke import PROBE_PATH, SMOKE_LABEL, SmokeOptions, smoke
+
+KEYGEN_OUTPUT = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n"
+    "ssh-rsa AAAA imagekit-run-key\n"
+)
+
+
+class FakeContainer:
+    def __init__(self, engine, name, kwargs):
+        self.engine, self.name, self.id, self.kwargs = engine, name, f"id-{name}", kwargs
+        self.files: dict[str, bytes] = {}
+        self.execs: list[list[str]] = []
+        self.state = "running"
+
+    def exec(self, argv, *, user=None):
+        self.execs.append(argv)
+        if argv[0] == "ssh":
+            target = argv[-2]
+            worker = self.engine.by_fqdn(target)
+            if worker is None or worker.state != "running":
+                return 255, f"ssh: connect to host {target} port 22: Connection refused"
+            return 0, ""
+        return 0, ""
+
+    def exec_stream(self, argv, on_line):
+        self.execs.append(argv)
+        return self.engine.run_command(self, argv, on_line)
+
+    def logs(self):
+        return self.engine.worker_logs.get(self.name, "")
+
+    def exited(self):
+        return self.state != "running"
+
+    def put_file(self, path, data, mode=0o644):
+        self.files[path] = data
+
+
+class FakeEngine:
+    """Just enough engine: records what smoke asks for; `run_command` plays mpirun."""
+
+    def __init__(self, labels=None, dead_workers=(), mpirun_ranks=None, fail_run=None):
+        self.labels = labels or {}
+        self.containers: list[FakeContainer] = []
+        self.started: list[FakeContainer] = []
+        self.networks: list[tuple[str, dict]] = []
+        self.dead_workers = set(dead_workers)
+        self.mpirun_ranks = mpirun_ranks
+        self.fail_run = fail_run
+        self.removed: list[str] = []
+        self.worker_logs: dict[str, str] = {}
+
+    def inspect_image(self, ref):
+        return {"Id": "sha256:fake", "Config": {"Env": ["PATH=/usr/bin"], "Labels": self.labels}}
+
+    def create_network(self, name, labels):
+        self.networks.append((name, labels))
+
+    def run_once(self, image, command, **kwargs):
+        return KEYGEN_OUTPUT
+
+    def start_container(self, image, **kwargs):
+        box = FakeContainer(self, kwargs["name"], kwargs)
+        if any(kwargs["name"].endswith(f"worker-{i}") for i in self.dead_workers):
+            box.state = "exited"
+            self.worker_logs[box.name] = "Missing privilege separation directory: /run/sshd"
+        self.containers.append(box)
+        self.started.append(box)  # kept after cleanup, for the assertions
+        return box
+
+    def by_fqdn(self, fqdn):
+        return next((c for c in self.containers if fqdn in (c.kwargs.get("aliases") or [])), None)
+
+    def run_command(self, launcher, argv, on_line):
+        if self.fail_run:
+            raise self.fail_run
+        workers = [c for c in self.containers if "worker" in c.name]
+        slots = int(argv[-1].split("-npernode ")[1].split()[0]) if "-npernode" in argv[-1] else 1
+        hosts = self.mpirun_ranks or [w.name for w in workers for _ in range(slots)]
+        for name in sorted(set(hosts) & {w.name for w in workers}):
+            self.ssh_login(name)  # mpirun starts its daemon there over ssh
+        for rank, host in enumerate(hosts):
+            record = {"rank": rank, "size": len(hosts), "local_rank": rank % slots, "host": host}
+            on_line(f"[1,{rank}]<stdout>:IMAGEKIT_PROBE {json.dumps(record)}")
+        return 0
+
+    def ssh_login(self, worker: str) -> None:
+        line = "Accepted publickey for root from 172.18.0.4 port 40022 ssh2: RSA SHA256:x\n"
+        self.worker_logs[worker] = self.worker_logs.get(worker, "") + line
+
+    def remove_labelled_quietly(self, label):
+        key, value = label.split("=")
+        self.removed.append(label)
+        self.containers = [c for c in self.containers if c.kwargs["labels"].get(key) != value]
+        self.networks = [n for n in self.networks if n[1].get(key) != value]
+        return True
+
+
+def run(engine, **options):
+    return smoke("img:1", SmokeOptions(**options), lambda event: None, engine=engine)
+
+
+def test_workers_launcher_and_hostfile_as_the_operator_makes_them():
+    engine = FakeEngine()
+    seen = {}
+    original = engine.run_command
+
+    def spy(launcher, argv, on_line):
+        seen["containers"] = list(engine.containers)
+        seen["networks"] = list(engine.networks)
+        return original(launcher, argv, on_line)
+
+    engine.run_command = spy
+    result = run(engine, workers=2, slots=2)
+    assert result.passed, result.problems
+    workers = [c for c in seen["containers"] if "worker" in c.name]
+    (launcher,) = [c for c in seen["containers"] if c.name.endswith("-launcher")]
+    job = result.topology.job
+    assert seen["networks"] == [(job, {SMOKE_LABEL: job})]
+    for i, box in enumerate(workers):
+        assert [box.kwargs["entrypoint"][0], *box.kwargs["command"]] == WORKER_COMMAND
+        assert box.kwargs["aliases"] == [box.name, result.topology.fqdns[i]]
+        assert list(box.kwargs["volumes"].values()) == ["/root/.ssh"]  # the mounted Secret
+        assert box.kwargs["labels"] == {SMOKE_LABEL: job}
+    assert launcher.files[HOSTFILE].decode() == result.topology.hostfile()
+    assert PROBE_PATH in launcher.files
+    assert launcher.kwargs["environment"]["OMPI_MCA_orte_default_hostfile"] == HOSTFILE
+    assert engine.containers == [] and engine.networks == []  # cleaned up
+    assert [r.host for r in result.ranks] == [workers[0].name] * 2 + [workers[1].name] * 2
+
+
+def test_ranks_on_the_launcher_fail_the_run_and_still_clean_up():
+    engine = FakeEngine()
+    engine.mpirun_ranks = None
+
+    def on_launcher(launcher, argv, on_line):
+        for rank in range(2):
+            record = {"rank": rank, "size": 2, "local_rank": rank, "host": launcher.name}
+            on_line(f"IMAGEKIT_PROBE {json.dumps(record)}")
+        return 0
+
+    engine.run_command = on_launcher
+    result = run(engine, workers=1, slots=2)
+    assert not result.passed
+    assert any("ran on the launcher" in p for p in result.problems)
+    assert engine.containers == [] and engine.networks == []
+
+
+def test_a_dead_worker_is_diagnosed_without_running_mpirun():
+    engine = FakeEngine(dead_workers={1})
+    result = run(engine, workers=2, slots=1)
+    assert not result.passed and result.exit_code is None  # mpirun never ran
+    (problem,) = result.problems
+    assert "worker-1" in problem and "worker exited" in problem and "R6" in problem
+    assert engine.containers == []
+
+
+def test_the_images_declared_port_reaches_ssh_and_mpirun():
+    engine = FakeEngine(labels={"io.imagekit.ssh.port": "2222"})
+    result = run(engine, workers=1, slots=1)
+    assert "-mca plm_rsh_args -p 2222" in " ".join(result.command)
+    (launcher,) = [c for c in engine.started if c.name.endswith("-launcher")]
+    waits = [argv for argv in launcher.execs if argv[0] == "ssh"]
+    assert waits and all(argv[argv.index("-p") + 1] == "2222" for argv in waits)
+    assert launcher.kwargs["environment"]["OMPI_MCA_plm_rsh_args"] == "-p 2222"
+
+
+def test_an_open_mpi_5_image_gets_prrte_launch_line():
+    engine = FakeEngine(labels={"io.imagekit.version.openmpi": "5.0.7"})
+    command = " ".join(run(engine, workers=2, slots=2).command)
+    assert "--map-by ppr:2:node" in command and "-quiet" not in command
+    four = " ".join(run(FakeEngine(), workers=2, slots=2).command)
+    assert "-npernode 2" in four and "-quiet" in four
+
+
+def test_no_port_label_means_port_22_and_no_override():
+    engine = FakeEngine()
+    result = run(engine, workers=1, slots=1)
+    assert "plm_rsh_args" not in " ".join(result.command)
+    (launcher,) = [c for c in engine.started if c.name.endswith("-launcher")]
+    assert all("-p" not in argv for argv in launcher.execs if argv[0] == "ssh")
+
+
+def test_engine_lost_mid_run_propagates_after_cleanup():
+    engine = FakeEngine(fail_run=EngineUnavailableError("exec in launcher failed: went away"))
+    with pytest.raises(EngineUnavailableError):
+        run(engine, workers=1, slots=1)
+    assert engine.removed and engine.containers == []
+
+
+def test_a_command_that_never_reaches_a_worker_fails_with_the_open_mpi_5_diagnosis():
+    """K3: Open MPI 5 ignores OMPI_MCA_orte_default_hostfile, so `mpirun -n 2 app` runs both
+    ranks on the launcher and exits 0. A user's command prints nothing about hosts: the
+    workers' sshd logs (no login during the run) are the evidence."""
+    engine = FakeEngine()
+    engine.run_command = lambda launcher, argv, on_line: (on_line("hello from rank 0"), 0)[1]
+    result = run(engine, workers=2, slots=1, command=("mpirun", "-n", "2", "./app"))
+    assert not result.passed and result.exit_code == 0
+    (problem,) = [p for p in result.problems if p.startswith("K3:")]
+    assert "PRTE_MCA_prte_default_hostfile" in problem and "--hostfile" in problem
+
+
+def test_a_users_command_that_reaches_a_worker_passes():
+    engine = FakeEngine()
+
+    def reaches_one(launcher, argv, on_line):
+        engine.ssh_login(engine.containers[0].name)
+        return 0
+
+    engine.run_command = reaches_one
+    result = run(engine, workers=2, slots=1, command=("mpirun", "./app"))
+    assert result.passed, result.problems
