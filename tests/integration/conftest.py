@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from imagekit.engine import Engine
@@ -30,13 +31,47 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def engine() -> Engine:
+def engine():
     try:
-        return Engine.connect()
+        engine = Engine.connect()
     except EngineUnavailableError as exc:
         if os.environ.get("IMAGEKIT_REQUIRE_DOCKER") == "1" or os.environ.get("CI") == "true":
             pytest.fail(f"Docker engine required here: {exc.message}")
         pytest.skip(f"no Docker engine: {exc.message}")
+    yield engine
+    engine.close()
+
+
+# Images the session's fixtures hand out: they live until the session ends.
+SESSION_IMAGES = {"imagekit-test/mini:latest", "imagekit-test/apt:latest"}
+
+
+def _kept_refs() -> set[str]:
+    plans = [make_plan(load_recipe(recipe)) for recipe in (CPU_RECIPE, OMPI5_RECIPE)]
+    return SESSION_IMAGES | {tag for plan in plans for tag in plan.tags}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_disk_after_module(engine):
+    """Each module removes the images it made (and the layers only they used), so the suite's
+    disk peak is the session's images plus one module's, not the sum of every build. (A CI run
+    once ran out of disk with them all kept.) A recipe's tag that a module's build moved goes
+    back to the session's image; base images and the session fixtures' images stay."""
+    kept = _kept_refs()
+    before = {image["Id"] for image in engine.api.images()}
+    pointed = {ref: engine.inspect_image(ref)["Id"] for ref in kept if engine.image_exists(ref)}
+    yield
+    for ref, image_id in pointed.items():
+        if image_id in {image["Id"] for image in engine.api.images(all=True)}:
+            engine.tag(image_id, ref)
+    for image in engine.api.images():
+        tags = {t for t in image.get("RepoTags") or [] if t != "<none>:<none>"}
+        ours = all(t.startswith("imagekit-test/") for t in tags) and not tags & kept
+        if image["Id"] not in before and ours:
+            try:
+                engine.api.remove_image(image["Id"], force=True)
+            except docker.errors.APIError:  # in use by a container a test still holds
+                pass
 
 
 def build_env() -> dict[str, str]:
