@@ -322,17 +322,21 @@ def lock(recipe: Path, upgrade: bool, plain: bool, inputs) -> None:
 )
 def check_cmd(image, profile, recipe, port, report_paths, fmt) -> None:
     """Check IMAGE (any image, built by imagekit or not; or a RECIPE's image) against a profile."""
-    from imagekit.checks.report import report_format, write_report
-    from imagekit.checks.runner import run_checks
+    from imagekit.checks.report import report_format
     from imagekit.loader import resolve_target
     from imagekit.profiles import load_profile
 
     chosen = load_profile(profile)
     reports = [(path, report_format(path, fmt)) for path in report_paths]  # before any work
     image, target_recipe = resolve_target(image)
-    result = run_checks(
-        image, chosen, lambda event: None, recipe=recipe or target_recipe, port=port
-    )
+    _check_and_report(image, chosen, reports, recipe=recipe or target_recipe, port=port)
+
+
+def _check_and_report(image, chosen, reports, recipe=None, port=None) -> None:
+    from imagekit.checks.report import write_report
+    from imagekit.checks.runner import run_checks
+
+    result = run_checks(image, chosen, lambda event: None, recipe=recipe, port=port)
     table, summary = display.check_table(result)
     out.print(table)
     out.print(summary)
@@ -342,6 +346,56 @@ def check_cmd(image, profile, recipe, port, report_paths, fmt) -> None:
     if not result.passed:
         failed = ", ".join(sorted(result.failed_requirements()))
         raise CheckFailedError(f"{image}: failed {failed} under profile {chosen.name}")
+
+
+@cli.command()
+@click.argument("image")
+@click.option(
+    "--profile",
+    default="seed",
+    show_default=True,
+    help="Built-in profile (seed, kubeflow-mpi-operator-v2) or a profile .yaml file.",
+)
+@click.option("-t", "--tag", help="Tag for the adapted image (default: IMAGE's tag + -PROFILE).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Also write the build context (Dockerfile and files) to this directory.",
+)
+@click.option("--port", type=click.IntRange(1, 65535), help="sshd port (overrides the profile's).")
+@click.option(
+    "--install-mpi", is_flag=True, help="Install the distro's openmpi-bin when IMAGE has no mpirun."
+)
+@click.option("--plain", is_flag=True, help="Plain build log instead of a progress display.")
+@click.option(
+    "--report",
+    "report_paths",
+    type=FileOut,
+    multiple=True,
+    help="Also write the check report to this file (.json/.xml/.md; repeatable).",
+)
+def adapt(image, profile, tag, output, port, install_mpi, plain, report_paths) -> None:
+    """Make an existing Debian/Ubuntu IMAGE MPIJob-ready for a profile: one thin layer adding
+    only what it lacks (ssh server and client settings, /run/sshd, host keys, the session
+    environment), then `imagekit check` of the result."""
+    from imagekit.adapt import adapt as run_adapt
+    from imagekit.checks.report import report_format
+    from imagekit.profiles import load_profile
+    from imagekit.progress import reporter_for
+
+    chosen = load_profile(profile)
+    reports = [(path, report_format(path, None)) for path in report_paths]
+    reporter = reporter_for(err, plain)
+    try:
+        result = run_adapt(
+            image, chosen, reporter, tag=tag, output=output, port=port, install_mpi=install_mpi
+        )
+    finally:
+        reporter.close()
+    echo_lines(display.adapt_lines(result))
+    if result.tag is not None:
+        _check_and_report(result.tag, chosen, reports, port=result.plan.port)
 
 
 def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], ...]:

@@ -50,6 +50,20 @@ def build_lines(result) -> list[str]:
     return lines
 
 
+def adapt_lines(result) -> list[str]:
+    plan = result.plan
+    if result.tag is None:
+        return [
+            f"[green]nothing to add[/]: {escape(plan.image)} already has what profile "
+            f"{plan.profile} needs; nothing built"
+        ]
+    return [
+        f"[green]adapted[/] {escape(plan.image)} -> {escape(result.tag)}",
+        f"  added {len(plan.fixes)} fixes in one layer: {result.added_bytes / 1e6:.1f} MB, "
+        f"{result.seconds:.0f}s",
+    ]
+
+
 def lock_lines(result) -> list[str]:
     lock = result.lock
     if not result.written:

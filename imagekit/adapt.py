@@ -1,0 +1,349 @@
+"""`imagekit adapt IMAGE`: an existing image -> one thin layer that makes it MPIJob-ready.
+
+IMAGE -> facts (probe.sh in a throwaway container) -> AdaptPlan (pure: what the profile needs
+and the image lacks, each fix citing its requirement) -> context (templates/adapt/) -> build
+-> `imagekit check` under the same profile. Nothing the image already has is reinstalled:
+not Python, torch or CUDA, and MPI only when the user asks for the distro's package.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from imagekit.errors import EngineError, ImagekitError, UsageError
+from imagekit.profiles import Profile
+from imagekit.render import Context, _environment, write_context
+
+# What sshd gives a root session when nothing else (pam_env, SetEnv) says otherwise.
+SSHD_ROOT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+ROOT_USERS = ("", "root", "0", "0:0", "root:root")
+ROOT_LOGIN_OK = ("prohibit-password", "without-password")
+SUPPORTED = ("debian", "ubuntu")
+LABEL = "io.imagekit"
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What probe.sh printed, plus the image's config (user, env, labels)."""
+
+    probed: dict[str, str]
+    image_id: str = ""
+    user: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def get(self, key: str) -> str:
+        return self.probed.get(key, "")
+
+    def has(self, command: str) -> bool:
+        return bool(self.get(f"which.{command}"))
+
+    @property
+    def sshd(self) -> bool:
+        return self.get("file./usr/sbin/sshd") == "yes"
+
+
+def parse_probe(output: str, inspected: dict) -> ImageFacts:
+    """probe.sh's lines and `docker inspect`'s answer -> facts."""
+    config = inspected.get("Config") or {}
+    probed = {}
+    for line in output.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key not in probed:  # the first value, as sshd -T and ssh -G mean it
+            probed[key] = value.strip()
+    env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+    labels = dict(config.get("Labels") or {})
+    return ImageFacts(probed, inspected.get("Id", ""), config.get("User") or "", env, labels)
+
+
+@dataclass(frozen=True)
+class Fix:
+    requirement: str
+    what: str
+    in_script: bool = True  # done by adapt.sh (else by a Dockerfile instruction)
+
+
+@dataclass(frozen=True)
+class AdaptPlan:
+    image: str
+    profile: str
+    port: int
+    fixes: tuple[Fix, ...]
+    packages: tuple[str, ...] = ()
+    package_reasons: str = ""
+    sshd_settings: bool = False
+    ssh_settings: bool = False
+    pam_loginuid: bool = False
+    run_sshd: bool = False
+    host_keys: bool = False
+    session_env: tuple[str, ...] = ()
+    switch_to_root: bool = False
+    original_user: str = ""
+    run_as_root_env: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.fixes)
+
+    @property
+    def needs_script(self) -> bool:
+        return any(fix.in_script for fix in self.fixes)
+
+
+def check_distro(image: str, facts: ImageFacts) -> None:
+    os_id = facts.get("os.id")
+    family = {os_id, *facts.get("os.like").split()}
+    if not family & set(SUPPORTED) or not facts.has("apt-get"):
+        found = facts.get("os.pretty") or os_id or "no /etc/os-release"
+        raise UsageError(f"{image}: adapt supports Debian/Ubuntu images; found {found}")
+
+
+def plan_adapt(
+    image: str,
+    facts: ImageFacts,
+    profile: Profile,
+    *,
+    port: int | None = None,
+    install_mpi: bool = False,
+) -> AdaptPlan:
+    """Pure: the fixes `profile` needs that `facts` shows missing, in the order they run."""
+    check_distro(image, facts)
+    port = port or profile.port
+    fixes: list[Fix] = []
+    packages: list[str] = []
+    reasons: list[str] = []
+
+    def need_package(name: str, requirement: str, why: str) -> None:
+        packages.append(name)
+        reasons.append(f"{requirement}: {why}")
+        fixes.append(Fix(requirement, f"install {name} ({why})"))
+
+    if not facts.has("mpirun"):
+        if not install_mpi:
+            raise UsageError(
+                f"{image}: no mpirun on the image's PATH (R2); adapt does not install MPI "
+                "over a training stack. Pass --install-mpi to add the distro's openmpi-bin"
+            )
+        need_package("openmpi-bin", "R2", "mpirun on PATH")
+    if not facts.sshd:
+        need_package("openssh-server", "R4", "workers run sshd")
+    if not facts.has("ssh"):
+        need_package("openssh-client", "R9", "the launcher's mpirun starts ranks over ssh")
+    if facts.get("file./bin/bash") != "yes":
+        need_package("bash", "R11", "mpirun ... bash run.sh")
+
+    sshd_settings = not facts.sshd or _sshd_wrong(facts, port)
+    if sshd_settings:
+        fixes.append(Fix("R3 R5 R10", f"sshd settings first in sshd_config (port {port})"))
+    ssh_settings = not facts.has("ssh") or _ssh_wrong(facts, port)
+    if ssh_settings:
+        fixes.append(Fix("R9 R10", f"ssh client settings first in ssh_config (port {port})"))
+    # openssh-server installed here arrives with pam_loginuid required (Debian's default).
+    pam_loginuid = not facts.sshd or facts.get("pam_loginuid") == "required"
+    if pam_loginuid:
+        fixes.append(Fix("R3", "pam_loginuid optional in /etc/pam.d/sshd (containers)"))
+    run_sshd = facts.get("run_sshd") != "root 755"
+    if run_sshd:
+        fixes.append(Fix("R6", "/run/sshd, root, 0755"))
+    host_keys = not facts.sshd or int(facts.get("host_keys") or 0) == 0
+    if host_keys:
+        fixes.append(Fix("R4", "host keys (ssh-keygen -A), so `sshd -De` starts as is"))
+    session_env = _session_env(facts)
+    if session_env:
+        names = " and ".join(session_env)
+        fixes.append(Fix("K4", f"{names} of the image's ENV in /etc/environment (ssh sessions)"))
+
+    original_user = facts.user
+    switch_to_root = original_user not in ROOT_USERS
+    if switch_to_root:
+        fixes.append(Fix("R1", f"USER root (was {original_user})", in_script=False))
+    run_as_root_env = profile.run_as_root == "env" and not all(
+        facts.env.get(name) == "1"
+        for name in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
+    )
+    if run_as_root_env:
+        fixes.append(Fix("R8", "ENV OMPI_ALLOW_RUN_AS_ROOT=1 ..._CONFIRM=1", in_script=False))
+
+    # SEC: host keys in layers pass only where the profile allows them or a label declares
+    # them; R4 needs them in the image, so adapt declares them: a visible choice.
+    declare_host_keys = (
+        "host" not in profile.allow_keys_in_layers
+        and facts.labels.get(f"{LABEL}.ssh.host-keys") != "build"
+    )
+    if declare_host_keys and not fixes:
+        fixes.append(Fix("SEC", "label the image's host keys as declared", in_script=False))
+    labels = {}
+    if fixes:
+        labels = {
+            f"{LABEL}.adapted-from": image,
+            f"{LABEL}.adapted-from.id": facts.image_id,
+            f"{LABEL}.adapted.profile": profile.name,
+        }
+        if declare_host_keys:
+            labels[f"{LABEL}.ssh.host-keys"] = "build"
+        if facts.labels.get(f"{LABEL}.ssh.port", "22") != str(port):
+            labels[f"{LABEL}.ssh.port"] = str(port)  # where `imagekit smoke` finds the port
+    return AdaptPlan(
+        image=image,
+        profile=profile.name,
+        port=port,
+        fixes=tuple(fixes),
+        packages=tuple(packages),
+        package_reasons="; ".join(reasons),
+        sshd_settings=sshd_settings,
+        ssh_settings=ssh_settings,
+        pam_loginuid=pam_loginuid,
+        run_sshd=run_sshd,
+        host_keys=host_keys,
+        session_env=session_env,
+        switch_to_root=switch_to_root,
+        original_user=original_user,
+        run_as_root_env=run_as_root_env,
+        labels=labels,
+    )
+
+
+def _sshd_wrong(facts: ImageFacts, port: int) -> bool:
+    def setting(name: str) -> str:
+        return facts.get(f"sshd.{name}")
+
+    return (
+        setting("port") != str(port)
+        or setting("strictmodes") != "no"
+        or setting("pubkeyauthentication") != "yes"
+        or setting("permitrootlogin") not in ROOT_LOGIN_OK
+        or setting("passwordauthentication") != "no"
+        or setting("kbdinteractiveauthentication") not in ("no", "")
+        or setting("usepam") not in ("yes", "1")
+    )
+
+
+def _ssh_wrong(facts: ImageFacts, port: int) -> bool:
+    return (
+        facts.get("ssh.port") != str(port)
+        or facts.get("ssh.stricthostkeychecking") not in ("false", "no")
+        or facts.get("ssh.userknownhostsfile").split()[:1] != ["/dev/null"]
+    )
+
+
+def _session_env(facts: ImageFacts) -> tuple[str, ...]:
+    """K4: the image's PATH and LD_LIBRARY_PATH, where an ssh session would not get them."""
+    session_path = facts.get("environment.PATH") or ":".join(SSHD_ROOT_PATH)
+    wanted = [
+        facts.get(f"which.{command}")
+        for command in ("orted", "prted", "mpirun", "python3")
+        if facts.has(command)
+    ]
+    needed = []
+    if any(os.path.dirname(path) not in session_path.split(":") for path in wanted):
+        needed.append("PATH")
+    library_path = facts.env.get("LD_LIBRARY_PATH", "")
+    if library_path and facts.get("environment.LD_LIBRARY_PATH") != library_path:
+        needed.append("LD_LIBRARY_PATH")
+    return tuple(needed)
+
+
+def render_adapt(plan: AdaptPlan) -> Context:
+    """Pure: the build context (Dockerfile and imagekit-adapt/ files) for `plan`."""
+    env = _environment()
+    env.trim_blocks = env.lstrip_blocks = True  # these templates branch a lot: keep blank lines
+    values = {"plan": plan}
+    files = {"Dockerfile": env.get_template("adapt/Dockerfile.j2").render(values)}
+    if plan.needs_script:
+        files["imagekit-adapt/adapt.sh"] = env.get_template("adapt/adapt.sh.j2").render(values)
+    if plan.sshd_settings:
+        files["imagekit-adapt/sshd_config.head"] = env.get_template(
+            "adapt/sshd_config.head.j2"
+        ).render(values)
+    if plan.ssh_settings:
+        files["imagekit-adapt/ssh_config.head"] = env.get_template(
+            "adapt/ssh_config.head.j2"
+        ).render(values)
+    return Context(files)
+
+
+def probe_script() -> str:
+    return resources.files("imagekit").joinpath("templates/adapt/probe.sh").read_text("utf-8")
+
+
+# -- the steps that talk to the engine -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdaptResult:
+    plan: AdaptPlan
+    tag: str | None = None  # None: nothing needed, nothing built
+    added_bytes: int = 0
+    seconds: float = 0.0
+
+
+def read_facts(engine, image: str) -> ImageFacts:
+    inspected = engine.inspect_image(image)
+    try:
+        output = engine.run_once(
+            image, ["/bin/sh", "-c", probe_script()], user="0", labels={f"{LABEL}.adapt": "probe"}
+        )
+    except EngineError:
+        raise
+    except ImagekitError as exc:  # the probe itself failed in the image
+        raise UsageError(
+            f"{image}: cannot read the image (adapt needs /bin/sh in it): {exc.message}"
+        ) from None
+    facts = parse_probe(output, inspected)
+    if facts.get("probe") != "done":
+        raise UsageError(f"{image}: the probe did not finish: {output.strip()[-200:]}")
+    return facts
+
+
+def default_tag(image: str, profile: str) -> str:
+    name, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
+    return f"{name}:{tag or 'latest'}-{profile}"
+
+
+def adapt(
+    image: str,
+    profile: Profile,
+    report,
+    *,
+    tag: str | None = None,
+    output: Path | None = None,
+    port: int | None = None,
+    install_mpi: bool = False,
+) -> AdaptResult:
+    from imagekit.build import IMAGE_REF
+    from imagekit.engine import Engine
+    from imagekit.events import Message
+
+    if tag is not None and not IMAGE_REF.match(tag):
+        raise UsageError(f"--tag {tag!r}: not a valid image reference ([host/]name[:tag])")
+    engine = Engine.connect()
+    before = engine.inspect_image(image)
+    plan = plan_adapt(image, read_facts(engine, image), profile, port=port, install_mpi=install_mpi)
+    if not plan.needed:
+        return AdaptResult(plan)
+    report(Message(f"{image} under profile {profile.name}: {len(plan.fixes)} to add"))
+    for fix in plan.fixes:
+        report(Message(f"  {fix.requirement:<10} {fix.what}"))
+    context = render_adapt(plan)
+    if output is not None:  # to review, commit or build elsewhere
+        write_context(context, output)
+        report(Message(f"wrote the build context to {output}/"))
+    started = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="imagekit-adapt-"))
+    try:
+        context_dir = write_context(context, workdir / "context")
+        outcome = engine.build(context_dir, report=report)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    tag = tag or default_tag(image, profile.name)
+    engine.tag(outcome.image_id, tag)  # only after the build succeeded
+    after = engine.inspect_image(outcome.image_id)
+    added = int(after.get("Size", 0)) - int(before.get("Size", 0))
+    return AdaptResult(plan, tag, added, time.monotonic() - started)

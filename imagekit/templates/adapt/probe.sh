@@ -1,0 +1,34 @@
+#!/bin/sh
+# Run by `imagekit adapt` in a throwaway container of the image, as root, with the image's
+# own environment: what the image already has, as key=value lines. Changes nothing it keeps.
+. /etc/os-release 2>/dev/null || true
+echo "os.id=${ID:-}"
+echo "os.like=${ID_LIKE:-}"
+echo "os.pretty=${PRETTY_NAME:-}"
+for c in mpirun orted prted python3 ssh ssh-keygen apt-get; do
+    echo "which.$c=$(command -v "$c" 2>/dev/null || true)"
+done
+for f in /usr/sbin/sshd /bin/bash; do
+    [ -x "$f" ] && echo "file.$f=yes"
+done
+# R6: the state the image ships, read before sshd -T below needs the directory.
+if [ -d /run/sshd ]; then
+    echo "run_sshd=$(stat -c '%U %a' /run/sshd 2>/dev/null)"
+fi
+echo "host_keys=$(ls /etc/ssh/ssh_host_*_key 2>/dev/null | wc -l)"
+if grep -Eq '^session[[:space:]]+required[[:space:]]+pam_loginuid.so' /etc/pam.d/sshd 2>/dev/null; then
+    echo "pam_loginuid=required"
+fi
+# K4: what sshd's sessions get through pam_env.
+sed -n 's/^\(PATH\|LD_LIBRARY_PATH\)="\{0,1\}\([^"]*\)"\{0,1\}$/environment.\1=\2/p' /etc/environment 2>/dev/null
+if [ -x /usr/sbin/sshd ]; then
+    mkdir -p /run/sshd
+    key=/tmp/imagekit-adapt-hostkey
+    ssh-keygen -q -t ed25519 -N '' -f "$key" >/dev/null 2>&1 || true
+    /usr/sbin/sshd -T -h "$key" -C user=root,host=localhost,addr=127.0.0.1 2>/dev/null \
+        | sed -n 's/^\([a-z0-9]*\) \(.*\)$/sshd.\1=\2/p'
+fi
+if command -v ssh >/dev/null 2>&1; then
+    ssh -G worker-0 2>/dev/null | sed -n 's/^\([a-z0-9]*\) \(.*\)$/ssh.\1=\2/p'
+fi
+echo "probe=done"

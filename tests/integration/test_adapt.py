@@ -1,0 +1,177 @@
+"""`imagekit adapt` on real images made here (each FROM the locally bootstrapped base): every
+adapted image passes `imagekit check` under the profile asked and a 2x2 `imagekit smoke`;
+an image that needs nothing gets nothing; bad input ends with one line and its exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from imagekit.loader import load_recipe
+from imagekit.plan import make_plan
+
+from .conftest import CPU_RECIPE, imagekit
+from .images import KUBEFLOW, build
+
+# Open MPI and Python from apt, no ssh at all: what many training images look like.
+PLAIN = """\
+FROM {base}
+RUN apt-get update \\
+ && apt-get install -y --no-install-recommends openmpi-bin python3 bash procps \\
+ && rm -rf /var/lib/apt/lists/*
+"""
+
+SOURCES = {
+    "plain": PLAIN,
+    # mpi-operator's base image way: port 2222, host keys from ssh-keygen, no root keys.
+    "mpi-operator-style": KUBEFLOW,
+    # MPI under /opt, found only through ENV (conda/NGC style, K4).
+    "mpi-under-opt": (
+        "FROM imagekit-test/adapt-plain:src\n"
+        "RUN mkdir -p /opt/mpi/bin && mv /usr/bin/orted /opt/mpi/bin/orted\n"
+        "ENV PATH=/opt/mpi/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+    ),
+    "non-root": (
+        "FROM imagekit-test/adapt-plain:src\n"
+        "RUN echo 'mpiuser:x:1000:1000::/home/mpiuser:/bin/bash' >> /etc/passwd \\\n"
+        " && mkdir -p /home/mpiuser && chown 1000:1000 /home/mpiuser\n"
+        "USER mpiuser\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def sources(engine, mini, tmp_path_factory) -> dict[str, str]:
+    base = make_plan(load_recipe(CPU_RECIPE)).base_image
+    tmp = tmp_path_factory.mktemp("adapt-sources")
+    refs = {}
+    for name, dockerfile in SOURCES.items():  # plain first: two others start from it
+        ref = f"imagekit-test/adapt-{name}:src"
+        refs[name] = build(engine, tmp / name, ref, dockerfile.format(base=base), {})
+    return refs
+
+
+def adapt(image: str, *args: str):
+    return imagekit("adapt", image, "--plain", *args, timeout=900)
+
+
+def passed_checks(report: Path) -> tuple[bool, set[str]]:
+    body = json.loads(report.read_text())
+    return body["passed"], {r["id"] for r in body["results"] if r["status"] == "fail"}
+
+
+@pytest.mark.parametrize(
+    "name, fixes",
+    [
+        ("plain", ["install openssh-server", "install openssh-client", "/run/sshd"]),
+        ("mpi-operator-style", ["sshd settings first in sshd_config (port 22)"]),
+        ("mpi-under-opt", ["PATH of the image's ENV in /etc/environment"]),
+        ("non-root", ["USER root (was mpiuser)"]),
+    ],
+)
+def test_adapted_image_passes_check_and_smoke(engine, sources, name, fixes, tmp_path):
+    source = sources[name]
+    tag = f"imagekit-test/adapted-{name}:1"
+    report = tmp_path / "check.json"
+    context = tmp_path / "context"
+    result = adapt(source, "--tag", tag, "-o", str(context), "--report", str(report))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    for fix in fixes:
+        assert fix in output, output[-4000:]
+    passed, failed = passed_checks(report)
+    assert passed and not failed, output[-4000:]
+    # The context written out is the one built: FROM the source, labelled for the profile.
+    dockerfile = (context / "Dockerfile").read_text()
+    assert f"FROM {source}" in dockerfile
+    labels = engine.inspect_image(tag)["Config"]["Labels"]
+    assert labels["io.imagekit.adapted-from"] == source
+    assert labels["io.imagekit.adapted.profile"] == "seed"
+    assert labels["io.imagekit.adapted-from.id"] == engine.inspect_image(source)["Id"]
+    # Only one thin layer: openssh and a few files, never the training stack again.
+    added = engine.inspect_image(tag)["Size"] - engine.inspect_image(source)["Size"]
+    assert added < 40e6, f"adapt added {added / 1e6:.1f} MB"
+    smoke = imagekit("smoke", tag, "--workers", "2", "--slots", "2", timeout=600)
+    assert smoke.returncode == 0, (smoke.stdout + smoke.stderr)[-4000:]
+
+
+def test_the_plain_source_fails_the_check_adapt_fixes(sources, tmp_path):
+    """What the test above proves is adapt's doing: the source image fails the same check."""
+    report = tmp_path / "before.json"
+    result = imagekit("check", sources["plain"], "--report", str(report), timeout=600)
+    assert result.returncode == 7, result.stdout[-3000:]
+    passed, failed = passed_checks(report)
+    assert not passed and {"sshd-start", "no-host-key-prompt"} <= failed
+
+
+def test_an_imagekit_image_gets_nothing_and_no_build(engine, cpu_image):
+    images_before = {image["Id"] for image in engine.api.images(all=True)}
+    result = adapt(cpu_image.ref, "--tag", "imagekit-test/adapted-nothing:1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "nothing to add" in result.stdout and "nothing built" in result.stdout
+    assert not engine.image_exists("imagekit-test/adapted-nothing:1")
+    assert {image["Id"] for image in engine.api.images(all=True)} == images_before
+
+
+def test_an_mpi_operator_image_adapts_to_its_own_profile_on_2222(engine, sources, tmp_path):
+    tag = "imagekit-test/adapted-kubeflow:1"
+    report = tmp_path / "check.json"
+    result = adapt(
+        sources["mpi-operator-style"],
+        "--profile",
+        "kubeflow-mpi-operator-v2",
+        "--tag",
+        tag,
+        "--report",
+        str(report),
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert passed_checks(report) == (True, set())
+    assert engine.inspect_image(tag)["Config"]["Labels"]["io.imagekit.ssh.port"] == "2222"
+    smoke = imagekit("smoke", tag, "--workers", "2", "--slots", "1", timeout=600)
+    assert smoke.returncode == 0, (smoke.stdout + smoke.stderr)[-4000:]
+
+
+@pytest.mark.parametrize(
+    "args, code, line",
+    [
+        (["imagekit-test/no-such-image:never"], 6, "not found"),
+        (
+            ["imagekit-test/adapt-alpine:src"],
+            2,
+            "adapt supports Debian/Ubuntu images; found Alpine",
+        ),
+        (["imagekit-test/adapt-plain:src", "--profile", "sed"], 2, "did you mean 'seed'"),
+        (["imagekit-test/adapt-no-mpi:src"], 2, "no mpirun on the image's PATH (R2)"),
+        (["imagekit-test/adapt-plain:src", "--tag", "Bad Tag"], 2, "--tag 'Bad Tag'"),
+    ],
+    ids=["missing-image", "other-distro", "profile-typo", "no-mpi", "bad-tag"],
+)
+def test_bad_input_is_one_line_and_builds_nothing(engine, sources, tmp_path, args, code, line):
+    base_ref = sources["plain"]
+    build(
+        engine,
+        tmp_path / "alpine",
+        "imagekit-test/adapt-alpine:src",
+        (
+            f"FROM {base_ref}\n"
+            "RUN printf 'ID=alpine\\nPRETTY_NAME=\"Alpine Linux v3.20\"\\n' > /etc/os-release\n"
+        ),
+        {},
+    )
+    build(
+        engine,
+        tmp_path / "no-mpi",
+        "imagekit-test/adapt-no-mpi:src",
+        (f"FROM {base_ref}\nRUN rm /usr/bin/mpirun\n"),
+        {},
+    )
+    images_before = {image["Id"] for image in engine.api.images()}
+    result = adapt(*args)
+    errors = [x for x in result.stderr.splitlines() if x.startswith(("ERROR", "Error"))]
+    assert result.returncode == code, result.stderr
+    assert len(errors) == 1 and line in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert {image["Id"] for image in engine.api.images()} == images_before

