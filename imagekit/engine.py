@@ -150,6 +150,25 @@ class Engine:
             if close is not None:
                 close()
 
+    def layer_dirs(self, ref: str) -> list[Path] | None:
+        """The image's layer directories, bottom first, where this process can read them: a
+        local engine on overlay2 (the default) and root here. None otherwise; callers then
+        export the image instead (`saved_image`)."""
+        if not engine_address().startswith("unix://"):
+            return None  # an engine elsewhere keeps its files elsewhere
+        info = self.inspect_image(ref)
+        driver = info.get("GraphDriver") or {}
+        data = driver.get("Data") or {}
+        if driver.get("Name") != "overlay2" or not data.get("UpperDir"):
+            return None
+        lower = [d for d in (data.get("LowerDir") or "").split(":") if d]
+        dirs = [Path(d) for d in [*reversed(lower), data["UpperDir"]]]
+        if len(dirs) != len((info.get("RootFS") or {}).get("Layers") or []):
+            return None
+        if not all(os.access(d, os.R_OK | os.X_OK) and d.is_dir() for d in dirs):
+            return None
+        return dirs
+
     # -- builds -------------------------------------------------------------------------
 
     def build(

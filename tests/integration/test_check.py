@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import imagekit
+from .conftest import build_env, imagekit
 from .images import BROKEN, KUBEFLOW, build, build_broken
 
 
@@ -157,3 +157,31 @@ def test_bad_input_gets_one_line_and_distinct_codes(engine):
         timeout=120,
     )
     assert down.returncode == 4 and "cannot reach the Docker engine" in down.stderr
+
+
+LAYER_CHECKS = ("private-keys-in-layers", "build-secrets-in-layers", "credentials-in-layers")
+
+
+def test_layers_read_in_place_and_exported_give_the_same_findings(engine, mini, tmp_path):
+    """The layer checks read the engine's overlay2 directories in place (no export) where
+    they can; IMAGEKIT_LAYERS=export forces the export. A file deleted in a later layer (an
+    overlay2 whiteout device) must be found still shipped either way."""
+    ref = build_broken(engine, mini, "leaked-build-ca", tmp_path)
+    found = {}
+    for mode in ("auto", "export"):
+        report = tmp_path / f"{mode}.json"
+        env = {**build_env(), "IMAGEKIT_LAYERS": mode}
+        result = imagekit("check", ref, "--report", str(report), env=env, timeout=600)
+        assert result.returncode == 7, result.stdout[-3000:]
+        results = json.loads(report.read_text())["results"]
+        found[mode] = {
+            r["id"]: (r["status"], r["evidence"]) for r in results if r["id"] in LAYER_CHECKS
+        }
+    assert found["auto"] == found["export"]
+    status, evidence = found["auto"]["build-secrets-in-layers"]
+    assert status == "fail" and "tmp/build-ca.pem" in evidence and "still shipped" in evidence
+    code, report, output = check_json(mini, tmp_path)
+    by_id = {r["id"]: r for r in report["results"]}
+    in_place = engine.api.info().get("Driver") == "overlay2"
+    expected = "read in place (overlay2)" if in_place else "read from an export"
+    assert expected in by_id["build-secrets-in-layers"]["evidence"], output

@@ -52,7 +52,7 @@ def check_private_keys(ctx, note):
     fix="pass CAs and credentials to builder stages only (imagekit build --ca-bundle); "
     "deleting a file in a later layer does not remove it from the image",
 )
-def check_build_secrets(ctx):
+def check_build_secrets(ctx, note):
     bad = []
     for f in ctx.layers():
         head = f.head or b""
@@ -63,6 +63,7 @@ def check_build_secrets(ctx):
         ):
             bad.append(f"build-only certificate {_where(f)}")
     expect(not bad, "; ".join(bad))
+    note("info", ctx.layer_source)
 
 
 @check(
