@@ -115,6 +115,11 @@ def plan_adapt(
 ) -> AdaptPlan:
     """Pure: the fixes `profile` needs that `facts` shows missing, in the order they run."""
     check_distro(image, facts)
+    if profile.non_root:
+        raise UsageError(
+            f"--profile {profile.name}: runs sshd as {profile.user}; adapt makes images for "
+            "root-run MPIJobs only (non-root layers are not written yet)"
+        )
     port = port or profile.port
     fixes: list[Fix] = []
     packages: list[str] = []

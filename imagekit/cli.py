@@ -301,7 +301,8 @@ def lock(recipe: Path, upgrade: bool, plain: bool, inputs) -> None:
     "--profile",
     default="seed",
     show_default=True,
-    help="Built-in profile (seed, kubeflow-mpi-operator-v2) or a profile .yaml file.",
+    help="Built-in profile (seed, kubeflow-mpi-operator-v2, kubeflow-mpi-operator-v2-nonroot) "
+    "or a profile .yaml file.",
 )
 @click.option("--recipe", type=RecipeArg, help="Take expected versions from this recipe.")
 @click.option(
@@ -354,7 +355,8 @@ def _check_and_report(image, chosen, reports, recipe=None, port=None) -> None:
     "--profile",
     default="seed",
     show_default=True,
-    help="Built-in profile (seed, kubeflow-mpi-operator-v2) or a profile .yaml file.",
+    help="Built-in profile (seed, kubeflow-mpi-operator-v2, kubeflow-mpi-operator-v2-nonroot) "
+    "or a profile .yaml file.",
 )
 @click.option("-t", "--tag", help="Tag for the adapted image (default: IMAGE's tag + -PROFILE).")
 @click.option(

@@ -53,6 +53,21 @@ class Profile(BaseModel):
     run_as_root: Literal["flag", "env"] = "flag"
     allow_keys_in_layers: tuple[Literal["host", "user"], ...] = ()
     probes: tuple[Probe, ...] = ()
+    # K1: who runs sshd and mpirun, where the operator mounts the keys, which sshd_config
+    # it starts sshd with (`sshd -De -f FILE`). Root and /etc/ssh for the seed.
+    user: str = Field("root", pattern=r"^[a-z_][a-z0-9_-]*$")
+    ssh_dir: str | None = Field(None, description="default: ~USER/.ssh")
+    sshd_config: str = "/etc/ssh/sshd_config"
+
+    @property
+    def non_root(self) -> bool:
+        return self.user != "root"
+
+    @property
+    def key_dir(self) -> str:
+        if self.ssh_dir:
+            return self.ssh_dir
+        return "/root/.ssh" if not self.non_root else f"/home/{self.user}/.ssh"
 
     @model_validator(mode="after")
     def _unique_probe_ids(self) -> Profile:

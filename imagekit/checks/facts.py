@@ -4,6 +4,7 @@ how they fail: plain helpers, importable by every check file in suite/."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -57,17 +58,20 @@ class Sshd:
     port: int | None
     evidence: str
     repaired: list[str] = field(default_factory=list)
+    host: Any = None  # where it runs, when not the check container itself (non-root: K1)
 
 
 def start_sshd(host, ctx, settings: dict[str, str] | None) -> Sshd:
     """Start sshd the way an operator does (directly, no entrypoint). /run/sshd is repaired
     first when R6 already failed, so this proves R4 on its own."""
-    repaired = repair_run_sshd(host, ctx)
+    # A non-root sshd (K1) runs without privilege separation: no /run/sshd to repair. `host`
+    # is then the profile user's, and sshd reads the config the operator passes with -f.
+    repaired = [] if ctx.profile.non_root else repair_run_sshd(host, ctx)
     sshd = sshd_binary(host)
     if sshd is None or settings is None:
         return Sshd(False, None, "sshd missing or its configuration is invalid (see R4)")
     port = int(settings.get("port", "22"))
-    result = host.run(f"{sshd} -E /tmp/imagekit-sshd.log")
+    result = host.run(f"{sshd}{config_flag(ctx)} -E /tmp/imagekit-sshd.log")
     for _ in range(50):
         if port in listening_ports(host):
             return Sshd(True, port, f"sshd listening on {port}", repaired)
@@ -77,6 +81,12 @@ def start_sshd(host, ctx, settings: dict[str, str] | None) -> Sshd:
     return Sshd(False, port, f"sshd did not listen on port {port}: {detail}", repaired)
 
 
-def image_private_keys(host) -> list[str]:
-    out = host.run("ls /root/.ssh/id_rsa /root/.ssh/id_ed25519 /root/.ssh/id_ecdsa 2>/dev/null")
-    return out.stdout.split()
+def config_flag(ctx) -> str:
+    """` -f FILE` when the profile's operator starts sshd with its own config file."""
+    config = ctx.profile.sshd_config
+    return "" if config == "/etc/ssh/sshd_config" else f" -f {config}"
+
+
+def image_private_keys(host, key_dir: str = "/root/.ssh") -> list[str]:
+    names = " ".join(f"{key_dir}/{name}" for name in ("id_rsa", "id_ed25519", "id_ecdsa"))
+    return host.run(f"ls {names} 2>/dev/null").stdout.split()

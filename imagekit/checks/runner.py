@@ -193,7 +193,7 @@ def run_checks(
         ctx.prefetch_layers()
         with engine.container(image, user="0", **ctx.keepalive()) as box:
             ctx.container = box
-            ctx.initial = _initial_facts(box)
+            ctx.initial = _initial_facts(box, profile.user)
             results = _run_suite(ctx, report)
             _still_there(box)  # else the results blame the image for the engine's failure
     finally:
@@ -221,32 +221,42 @@ def _still_there(box: Container) -> None:
         )
 
 
-def _initial_facts(box: Container) -> dict[str, str]:
-    """State that later checks (which start sshd) would change, read first."""
+def _initial_facts(box: Container, user: str) -> dict[str, str]:
+    """State that later checks (which start sshd) would change, read first; and the
+    profile's user's IDs (K1: a non-root profile's keys are mounted owned by it)."""
     code, out = box.exec(["/bin/sh", "-c", "stat -c '%U %a %F' /run/sshd 2>/dev/null"])
-    return {"run_sshd": out.strip() if code == 0 else "missing"}
+    facts = {"run_sshd": out.strip() if code == 0 else "missing"}
+    code, out = box.exec(["/bin/sh", "-c", f"id -u {user} && id -g {user}"])
+    if code == 0 and len(out.split()) == 2:
+        facts["uid"], facts["gid"] = out.split()
+    return facts
 
 
 def mounted_keys(ctx: CheckContext, host: Any) -> Path:
     """A fresh key pair laid out like a Kubernetes Secret, made by the image's own ssh-keygen
-    in the running check container (no extra container, nothing needed on this machine)."""
+    in the running check container (no extra container, nothing needed on this machine).
+    Under a non-root profile the files belong to its user, as the operator arranges."""
     secret = ctx.workdir() / "secret"
     if not secret.exists():
         output = host.check_output(KEYGEN)
         private, public = split_keygen_output(ctx.image, output)
         write_secret(secret, private, public, world_writable=False)
+        if ctx.profile.non_root and "uid" in ctx.initial:
+            for path in [secret, *secret.iterdir()]:
+                os.chown(path, int(ctx.initial["uid"]), int(ctx.initial["gid"]))
     return secret
 
 
 def start_mounted(ctx: CheckContext, secret: Path):
-    """A second container with the key pair mounted read-only at /root/.ssh, like a Secret."""
+    """A second container with the key pair mounted read-only where the profile's operator
+    mounts its Secret (/root/.ssh, or e.g. /home/mpiuser/.ssh)."""
     return ctx.engine.container(
-        ctx.image_id, user="0", volumes={str(secret): "/root/.ssh"}, **ctx.keepalive()
+        ctx.image_id, user="0", volumes={str(secret): ctx.profile.key_dir}, **ctx.keepalive()
     )
 
 
-def testinfra_host(container: Container) -> Any:
-    return testinfra.get_host(f"docker://root@{container.id}")
+def testinfra_host(container: Container, user: str = "root") -> Any:
+    return testinfra.get_host(f"docker://{user}@{container.id}")
 
 
 # ---------------------------------------------------------------------------------------

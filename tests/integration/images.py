@@ -51,6 +51,20 @@ RUN ssh-keygen -A && mkdir -p /var/run/sshd \\
  && sed -i "s/#\\(Port \\).*/\\12222/g" /etc/ssh/sshd_config
 """
 
+# Kubeflow mpi-operator's non-root way (K1) on top of mini: mpiuser (uid 1000) runs
+# `sshd -De -f ~/.sshd_config` with the mounted key as host key, on 2222; its ssh client
+# dials 2222 (a Match block), root's settings stay the seed's. USER mpiuser, as runAsUser.
+NON_ROOT = """\
+FROM imagekit-test/mini:latest
+RUN useradd --create-home --uid 1000 mpiuser \\
+ && printf 'PidFile /home/mpiuser/sshd.pid\\nHostKey /home/mpiuser/.ssh/id_rsa\\nStrictModes no\\nPort 2222\\nPasswordAuthentication no\\nKbdInteractiveAuthentication no\\n' \\
+      > /home/mpiuser/.sshd_config \\
+ && chown mpiuser /home/mpiuser/.sshd_config \\
+ && { printf 'Match localuser mpiuser\\n    Port 2222\\n'; cat /etc/ssh/ssh_config; } > /tmp/ssh_config \\
+ && mv /tmp/ssh_config /etc/ssh/ssh_config
+USER mpiuser
+"""
+
 # name -> (extra Dockerfile lines on top of MINI, the check IDs that must fail)
 BROKEN = {
     "non-root": ("USER nobody", {"root-user"}),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import build_env, imagekit
-from .images import BROKEN, KUBEFLOW, build, build_broken
+from .images import BROKEN, KUBEFLOW, NON_ROOT, build, build_broken
 
 
 def check_json(image: str, tmp_path: Path, *args: str) -> tuple[int, dict, str]:
@@ -185,3 +185,40 @@ def test_layers_read_in_place_and_exported_give_the_same_findings(engine, mini, 
     in_place = engine.api.info().get("Driver") == "overlay2"
     expected = "read in place (overlay2)" if in_place else "read from an export"
     assert expected in by_id["build-secrets-in-layers"]["evidence"], output
+
+
+NONROOT_PROFILE = "kubeflow-mpi-operator-v2-nonroot"
+
+
+def test_non_root_image_passes_its_profile_and_fails_seed_on_r1_only(engine, mini, tmp_path):
+    """K1's non-root workers: mpiuser's sshd (-f ~/.sshd_config, the mounted key as host key,
+    port 2222) started as mpiuser, logins and mpirun as mpiuser, keys mounted at
+    /home/mpiuser/.ssh owned by it. The same image under the seed profile fails R1 alone."""
+    ref = build(engine, tmp_path / "nr", "imagekit-test/non-root:latest", NON_ROOT, {})
+    code, report, output = check_json(ref, tmp_path, "--profile", NONROOT_PROFILE)
+    assert code == 0, output
+    by_id = {r["id"]: r for r in report["results"]}
+    assert "listening on 2222" in by_id["sshd-start"]["evidence"], output
+    for proven in ("ssh-login-mounted-key", "sshd-port", "strictmodes", "sshd-config"):
+        assert by_id[proven]["status"] == "pass", (proven, output)
+    assert by_id["remote-environment"]["status"] == "pass", output
+    assert by_id["mpirun-two-ranks"]["status"] == "info", output  # ran, as mpiuser
+    for not_applicable in ("root-user", "run-sshd", "root-login-key-only", "mpirun-as-root"):
+        assert by_id[not_applicable]["status"] == "skip", (not_applicable, output)
+
+    code, report, output = check_json(ref, tmp_path, "--profile", "seed")
+    assert code == 7 and failing(report) == {"root-user"}, output
+
+    # The operator's Port line lost from ~/.sshd_config: exactly the port check fails.
+    no_port = (
+        f"FROM {ref}\nUSER root\nRUN sed -i '/^Port/d' /home/mpiuser/.sshd_config\nUSER mpiuser\n"
+    )
+    broken = build(engine, tmp_path / "np", "imagekit-test/non-root:no-port", no_port, {})
+    code, report, output = check_json(broken, tmp_path, "--profile", NONROOT_PROFILE)
+    assert code == 7 and failing(report) == {"sshd-port"}, output
+
+    # An image without the profile's user fails R1 under it, and nothing else is blamed.
+    code, report, output = check_json(mini, tmp_path, "--profile", NONROOT_PROFILE)
+    assert code == 7 and failing(report) == {"root-user"}, output
+    root_user = next(r for r in report["results"] if r["id"] == "root-user")
+    assert "runs as mpiuser: no such user" in root_user["evidence"], output

@@ -225,3 +225,9 @@ def test_adapt_renders_pass_hadolint_and_sh(user, tmp_path: Path):
     assert lint.returncode == 0, lint.stdout + lint.stderr
     syntax = subprocess.run(["sh", "-n", str(out / "imagekit-adapt/adapt.sh")], capture_output=True)
     assert syntax.returncode == 0, syntax.stderr
+
+
+def test_a_non_root_profile_is_refused_in_one_line():
+    nonroot = builtin_profiles()["kubeflow-mpi-operator-v2-nonroot"]
+    with pytest.raises(UsageError, match="runs sshd as mpiuser; adapt makes images for root"):
+        plan(PLAIN, nonroot)

@@ -28,6 +28,20 @@ def test_builtin_profiles():
     assert profiles["seed"].port == 22 and set(profiles["seed"].user_keys) == {"image", "mounted"}
     kubeflow = profiles["kubeflow-mpi-operator-v2"]
     assert kubeflow.port == 2222 and kubeflow.user_keys == ("mounted",)
+    assert not kubeflow.non_root and kubeflow.key_dir == "/root/.ssh"
+    nonroot = profiles["kubeflow-mpi-operator-v2-nonroot"]  # K1's examples
+    assert nonroot.non_root and nonroot.user == "mpiuser" and nonroot.port == 2222
+    assert nonroot.key_dir == "/home/mpiuser/.ssh"
+    assert nonroot.sshd_config == "/home/mpiuser/.sshd_config"
+
+
+def test_a_non_root_profile_defaults_its_key_dir_to_the_users_home(tmp_path):
+    custom = tmp_path / "train.yaml"
+    custom.write_text("user: trainer\nport: 2222\n")
+    assert load_profile(str(custom)).key_dir == "/home/trainer/.ssh"
+    custom.write_text("user: 'Bad User'\n")
+    with pytest.raises(UsageError, match="user"):
+        load_profile(str(custom))
 
 
 def test_unknown_profile_suggests(tmp_path):

@@ -19,6 +19,12 @@ from imagekit.checks.facts import expect, has
     fix="remove the USER instruction, or end the Dockerfile with `USER root`",
 )
 def check_root_user(ctx):
+    if ctx.profile.non_root:  # K1: the operator runs the pod as this user (runAsUser)
+        uid = ctx.initial.get("uid")
+        expect(
+            uid is not None, f"profile {ctx.profile.name} runs as {ctx.profile.user}: no such user"
+        )
+        pytest.skip(f"profile {ctx.profile.name} runs as {ctx.profile.user} (uid {uid}), not root")
     user = ctx.config.get("User") or ""
     code, out = ctx.container.exec(["id", "-u"], user=user or "root")  # the image's own user
     uid = out.strip()
@@ -44,7 +50,8 @@ def check_bash(host):
     "mpirun is on PATH",
     fix="install Open MPI (apt-get install -y openmpi-bin) or put its bin/ on PATH",
 )
-def check_mpirun(host, note):
+def check_mpirun(user_host, note):
+    host = user_host
     expect(has(host, "mpirun"), "mpirun not found on PATH " + host.run("echo $PATH").stdout.strip())
     version = host.run("mpirun --version").stdout.strip().splitlines()
     note("info", version[0] if version else "mpirun present")
@@ -66,6 +73,8 @@ def _need_mpirun(host) -> None:
     "or launch with --allow-run-as-root",
 )
 def check_mpirun_as_root(ctx, host, note):
+    if ctx.profile.non_root:
+        pytest.skip(f"profile {ctx.profile.name} runs mpirun as {ctx.profile.user}")
     _need_mpirun(host)
     bare = host.run("timeout 60 mpirun -np 1 true")
     flagged = host.run("timeout 60 mpirun --allow-run-as-root -np 1 true")
@@ -86,7 +95,8 @@ def check_mpirun_as_root(ctx, host, note):
     "a 2-rank mpirun runs inside the container",
     fix="check Open MPI's install and openmpi-mca-params.conf; run the command shown",
 )
-def check_mpirun_two_ranks(host, note):
+def check_mpirun_two_ranks(user_host, note):
+    host = user_host  # as the profile's user: root, or K1's mpiuser
     _need_mpirun(host)
     cmd = (
         "timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 from imagekit.checks import check
-from imagekit.checks.facts import SSH_OPTS, expect, has, image_private_keys, sshd_binary, start_sshd
+from imagekit.checks.facts import (
+    SSH_OPTS,
+    config_flag,
+    expect,
+    has,
+    image_private_keys,
+    sshd_binary,
+    start_sshd,
+)
 from imagekit.checks.runner import mounted_keys, start_mounted, testinfra_host
 
 # -- R4, R5, R3: sshd and its effective settings ---------------------------------------------
@@ -17,10 +27,14 @@ from imagekit.checks.runner import mounted_keys, start_mounted, testinfra_host
     "sshd is installed and `sshd -t` accepts its configuration",
     fix="install openssh-server and fix /etc/ssh/sshd_config until `sshd -t` passes",
 )
-def check_sshd_config(host, effective_sshd):
+def check_sshd_config(ctx, host, user_host, effective_sshd):
     sshd = sshd_binary(host)
     expect(sshd is not None, "no sshd binary (/usr/sbin/sshd)")
-    result = host.run(f"{sshd} -t")
+    if ctx.profile.non_root:  # K1: its host key is the mounted user key; test with a stand-in
+        key = f"/tmp/imagekit-check-hostkey-{ctx.profile.user}"
+        result = user_host.run(f"{sshd}{config_flag(ctx)} -t -h {key}")
+    else:
+        result = host.run(f"{sshd} -t")
     if result.rc != 0 and "no hostkeys available" in result.stderr:
         pytest.skip("no host keys in the image; see sshd-start")
     expect(result.rc == 0, f"sshd -t: {result.stderr.strip()}")
@@ -60,7 +74,9 @@ def check_pubkey_auth(effective_sshd):
     "root may log in with a key and never with a password",
     fix="set `PermitRootLogin prohibit-password` in /etc/ssh/sshd_config",
 )
-def check_root_login(effective_sshd):
+def check_root_login(ctx, effective_sshd):
+    if ctx.profile.non_root:
+        pytest.skip(f"profile {ctx.profile.name}: {ctx.profile.user} logs in, not root")
     value = _setting(effective_sshd, "permitrootlogin")
     expect(value in ("prohibit-password", "without-password"), f"sshd -T: permitrootlogin {value}")
 
@@ -95,6 +111,8 @@ def check_password_auth(host, effective_sshd, note):
     fix="add `RUN mkdir -p /run/sshd && chmod 0755 /run/sshd` (sshd dies without it)",
 )
 def check_run_sshd(ctx):
+    if ctx.profile.non_root:
+        pytest.skip(f"sshd runs as {ctx.profile.user}, without privilege separation or /run/sshd")
     state = ctx.initial.get("run_sshd", "missing")
     expect(
         state == "root 755 directory",
@@ -128,9 +146,9 @@ def check_sshd_start(sshd, note):
     "sshd and the ssh client use the platform's port",
     fix="set `Port` in /etc/ssh/sshd_config and /etc/ssh/ssh_config to the platform's port",
 )
-def check_sshd_port(ctx, host, effective_sshd):
+def check_sshd_port(ctx, user_host, effective_sshd):
     server = int(_setting(effective_sshd, "port") or 22)
-    client = host.run("ssh -G worker-0 | grep -i '^port '").stdout.split()
+    client = user_host.run("ssh -G worker-0 | grep -i '^port '").stdout.split()
     client_port = int(client[1]) if len(client) == 2 else 22
     expect(
         server == ctx.port and client_port == ctx.port,
@@ -147,11 +165,12 @@ def check_sshd_port(ctx, host, effective_sshd):
     "the ssh client never asks about unknown host keys",
     fix="in /etc/ssh/ssh_config: `StrictHostKeyChecking no` and `UserKnownHostsFile /dev/null`",
 )
-def check_host_key_prompt(host, note):
-    if not has(host, "ssh"):
+def check_host_key_prompt(user_host, note):
+    if not has(user_host, "ssh"):
         pytest.fail("no ssh client (openssh-client): mpirun cannot reach workers")
     settings = dict(
-        (line.split(" ", 1) + [""])[:2] for line in host.run("ssh -G worker-0").stdout.splitlines()
+        (line.split(" ", 1) + [""])[:2]
+        for line in user_host.run("ssh -G worker-0").stdout.splitlines()
     )
     strict = settings.get("stricthostkeychecking", "ask")
     known = settings.get("userknownhostsfile", "~/.ssh/known_hosts")
@@ -170,10 +189,22 @@ def check_host_key_prompt(host, note):
 # -- R3, R7: real logins ---------------------------------------------------------------------
 
 
-def _login(host, port: int) -> tuple[bool, str]:
-    result = host.run(f"ssh {SSH_OPTS} -p {port} root@localhost echo imagekit-login-ok")
+def _login(host, port: int, user: str = "root") -> tuple[bool, str]:
+    result = host.run(f"ssh {SSH_OPTS} -p {port} {user}@localhost echo imagekit-login-ok")
     ok = result.rc == 0 and "imagekit-login-ok" in result.stdout
     return ok, (result.stderr.strip() or result.stdout.strip()).replace("\n", " | ")
+
+
+@contextmanager
+def mounted_sshd(ctx, host, sshd, effective_sshd):
+    """(testinfra host, Sshd) for a container with the keys mounted like a Secret and sshd
+    started in it. A non-root profile's `sshd` fixture already is one (K1): reuse it."""
+    if sshd.host is not None:
+        yield sshd.host, sshd
+        return
+    with start_mounted(ctx, mounted_keys(ctx, host)) as box:
+        other = testinfra_host(box)
+        yield other, start_sshd(other, ctx, effective_sshd)
 
 
 @check(
@@ -185,22 +216,23 @@ def _login(host, port: int) -> tuple[bool, str]:
 def check_login_image_key(ctx, host, sshd, note):
     if "image" not in ctx.profile.user_keys:
         pytest.skip(f"profile {ctx.profile.name} does not use keys baked into images")
-    keys = image_private_keys(host)
+    keys = image_private_keys(host, ctx.profile.key_dir)
     if not keys:
         if "mounted" in ctx.profile.user_keys:
             pytest.skip("no key baked into the image; ssh-login-mounted-key covers R7")
-        pytest.fail("no private key in /root/.ssh, and the profile needs one in the image")
+        pytest.fail(f"no private key in {ctx.profile.key_dir}, and the profile needs one there")
     if not sshd.running:
         pytest.skip("sshd is not running (see sshd-start)")
-    ok, detail = _login(host, sshd.port)
-    expect(ok, f"ssh root@localhost with {keys[0]}: {detail}")
+    ok, detail = _login(sshd.host or host, sshd.port, ctx.profile.user)
+    expect(ok, f"ssh {ctx.profile.user}@localhost with {keys[0]}: {detail}")
     note("warn", f"{keys[0]} is baked into the image: anyone with the image can log in")
 
 
 @check(
     "ssh-login-mounted-key",
     "R7",
-    "root logs in with a key mounted at /root/.ssh the way an operator mounts a Secret",
+    "the profile's user (root, or e.g. mpiuser) logs in with a key mounted the way an "
+    "operator mounts a Secret (/root/.ssh, /home/mpiuser/.ssh)",
     fix="keep ssh settings in /etc/ssh (not ~/.ssh), StrictModes no, PubkeyAuthentication yes",
 )
 def check_login_mounted_key(ctx, host, sshd, effective_sshd):
@@ -208,13 +240,11 @@ def check_login_mounted_key(ctx, host, sshd, effective_sshd):
         pytest.skip(f"profile {ctx.profile.name} does not mount keys")
     if not sshd.running:
         pytest.skip("sshd is not running (see sshd-start)")
-    secret = mounted_keys(ctx, host)
-    with start_mounted(ctx, secret) as box:
-        other = testinfra_host(box)
-        started = start_sshd(other, ctx, effective_sshd)
+    with mounted_sshd(ctx, host, sshd, effective_sshd) as (other, started):
         expect(started.running, f"with keys mounted: {started.evidence}")
-        ok, detail = _login(other, started.port)
-    expect(ok, f"ssh root@localhost with the mounted key: {detail}")
+        ok, detail = _login(other, started.port, ctx.profile.user)
+    user = ctx.profile.user
+    expect(ok, f"ssh {user}@localhost with the key mounted at {ctx.profile.key_dir}: {detail}")
 
 
 # -- K4: what a rank started over ssh can find ---------------------------------------------
@@ -249,13 +279,12 @@ def check_remote_environment(ctx, host, sshd, effective_sshd):
         pytest.skip("neither orted (Open MPI 4) nor prted (Open MPI 5) under the image's ENV")
     commands = [daemon] + (["python3"] if has(host, "python3") else [])
     probe = _REMOTE_PROBE.format(commands=" ".join(commands))
-    with start_mounted(ctx, mounted_keys(ctx, host)) as box:
-        other = testinfra_host(box)
-        started = start_sshd(other, ctx, effective_sshd)
+    with mounted_sshd(ctx, host, sshd, effective_sshd) as (other, started):
         if not started.running:
             pytest.skip(f"sshd did not start with keys mounted: {started.evidence}")
         quoted = probe.replace("'", "'\\''")
-        result = other.run(f"ssh {SSH_OPTS} -p {started.port} root@localhost '{quoted}'")
+        user = ctx.profile.user
+        result = other.run(f"ssh {SSH_OPTS} -p {started.port} {user}@localhost '{quoted}'")
     if result.rc != 0:
         pytest.skip("no ssh login with a mounted key (see ssh-login-mounted-key)")
     seen = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)

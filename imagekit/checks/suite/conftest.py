@@ -6,22 +6,33 @@ from __future__ import annotations
 
 import pytest
 
-from imagekit.checks.facts import Sshd, repair_run_sshd, sshd_binary, start_sshd
-from imagekit.checks.runner import testinfra_host
+from imagekit.checks.facts import config_flag, repair_run_sshd, sshd_binary, start_sshd
+from imagekit.checks.runner import mounted_keys, start_mounted, testinfra_host
 
 
 @pytest.fixture(scope="session")
-def effective_sshd(ctx) -> dict[str, str] | None:
-    """`sshd -T` for root, with a throwaway host key so images without keys can be read."""
+def user_host(ctx):
+    """The check container as the profile's user (root for the seed; K1's mpiuser)."""
+    if ctx.profile.non_root and "uid" not in ctx.initial:
+        pytest.skip(f"no user {ctx.profile.user} in the image (see root-user)")
+    return testinfra_host(ctx.container, ctx.profile.user)
+
+
+@pytest.fixture(scope="session")
+def effective_sshd(ctx, user_host) -> dict[str, str] | None:
+    """`sshd -T` as the profile's user with the config its operator passes, and a throwaway
+    host key so images without keys (or whose host key is mounted at run time) can be read."""
     host = testinfra_host(ctx.container)
-    repair_run_sshd(host, ctx)
+    if not ctx.profile.non_root:
+        repair_run_sshd(host, ctx)
     sshd = sshd_binary(host)
     if sshd is None:
         return None
-    key = "/tmp/imagekit-check-hostkey"
-    made = host.run(f"rm -f {key} {key}.pub; ssh-keygen -q -t ed25519 -N '' -f {key}").rc == 0
+    key = f"/tmp/imagekit-check-hostkey-{ctx.profile.user}"
+    made = user_host.run(f"rm -f {key} {key}.pub; ssh-keygen -q -t ed25519 -N '' -f {key}").rc == 0
     hostkey = f"-h {key}" if made else ""
-    result = host.run(f"{sshd} -T {hostkey} -C user=root,host=localhost,addr=127.0.0.1")
+    who = f"user={ctx.profile.user},host=localhost,addr=127.0.0.1"
+    result = user_host.run(f"{sshd}{config_flag(ctx)} -T {hostkey} -C {who}")
     if result.rc != 0:
         return None
     settings: dict[str, str] = {}
@@ -32,5 +43,16 @@ def effective_sshd(ctx) -> dict[str, str] | None:
 
 
 @pytest.fixture(scope="session")
-def sshd(ctx, effective_sshd) -> Sshd:
-    return start_sshd(testinfra_host(ctx.container), ctx, effective_sshd)
+def sshd(ctx, user_host, effective_sshd):
+    """sshd started as the operator starts it. A non-root profile's host key is the mounted
+    user key (K1), so its sshd runs in a container with the keys mounted, kept for the
+    session: the login checks use that same sshd."""
+    if not ctx.profile.non_root:
+        yield start_sshd(testinfra_host(ctx.container), ctx, effective_sshd)
+        return
+    secret = mounted_keys(ctx, testinfra_host(ctx.container))
+    with start_mounted(ctx, secret) as box:
+        host = testinfra_host(box, ctx.profile.user)
+        started = start_sshd(host, ctx, effective_sshd)
+        started.host = host
+        yield started
