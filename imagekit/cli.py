@@ -442,8 +442,13 @@ def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], .
     show_default=True,
     help="Whose layout to imitate: host names, hostfile, launcher environment, Secret keys.",
 )
+@click.option(
+    "--profile",
+    help="Run as this profile's operator does: its user, key mount, sshd config and port "
+    "(e.g. kubeflow-mpi-operator-v2-nonroot: mpiuser, /home/mpiuser/.ssh, 2222).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def smoke(image: str, **kw) -> None:
+def smoke(image: str, profile: str | None, **kw) -> None:
     """Run an MPIJob the way the operator does: launcher + workers over real ssh and mpirun.
 
     COMMAND (after --) runs in the launcher; the default is the platform's recommended mpirun
@@ -453,6 +458,17 @@ def smoke(image: str, **kw) -> None:
     from imagekit.smoke import SmokeOptions
     from imagekit.smoke import smoke as run_smoke
 
+    if profile is not None:
+        from imagekit.profiles import load_profile
+
+        chosen = load_profile(profile)
+        default_config = chosen.sshd_config == "/etc/ssh/sshd_config"
+        kw.update(
+            user=chosen.user,
+            key_dir=chosen.key_dir,
+            sshd_config=None if default_config else chosen.sshd_config,
+            port=kw["port"] or chosen.port,
+        )
     result = run_smoke(resolve_target(image)[0], SmokeOptions(**kw), PlainReporter(err))
     table, lines = display.smoke_table(result)
     if table is not None:

@@ -522,7 +522,7 @@ class Container:
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
-        self.exec(["mkdir", "-p", directory or "/"])
+        self.exec(["mkdir", "-p", directory or "/"], user="0")  # as kubelet would, any USER
         with _engine_errors(f"cannot write {path} into {self.name}"):
             self._api.put_archive(self.id, directory or "/", buf.getvalue())
 

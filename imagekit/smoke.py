@@ -7,6 +7,7 @@ is removed on success, failure, timeout and Ctrl-C."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -18,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from imagekit.engine import KEEPALIVE, Container, Engine, Log, Message, Reporter
-from imagekit.errors import UsageError
+from imagekit.errors import ImagekitError, UsageError
 from imagekit.launch import HOSTFILE, WORKER_COMMAND, LaunchRequest, recommend
 from imagekit.plan import LABEL_PREFIX
 from imagekit.secrets import make_secret
@@ -42,6 +43,11 @@ class SmokeOptions:
     copies: tuple[tuple[Path, str], ...] = ()  # (local file or dir, path in every container)
     workdir: str | None = None
     operator: str = "mpi-operator"  # whose layout to imitate: mpi-operator | trainer-v2
+    # K1's non-root workers (from a profile): who runs sshd and mpirun, where the keys are
+    # mounted, which config sshd is started with (`sshd -De -f FILE`).
+    user: str = "root"
+    key_dir: str = "/root/.ssh"
+    sshd_config: str | None = None
 
 
 OPERATORS = ("mpi-operator", "trainer-v2")
@@ -104,6 +110,7 @@ class RankRecord:
     local_rank: int
     host: str
     allreduce: int | None
+    uid: int | None = None
 
 
 @dataclass
@@ -222,6 +229,7 @@ def smoke(
     info = engine.inspect_image(image)
     env = dict(item.split("=", 1) for item in info["Config"].get("Env") or [] if "=" in item)
     options = replace(options, port=options.port or declared_port(info["Config"]))
+    run_as = _user_ids(engine, image, options.user)
     job = f"imagekit-smoke-{uuid.uuid4().hex[:8]}"
     top = topology(job, options.workers, options.slots, options.operator)
     command = list(options.command) or default_command(
@@ -246,13 +254,16 @@ def smoke(
                 key_type="ecdsa" if trainer else "rsa",
                 private_mode=0o640 if trainer else 0o600,
             )
-            volumes = {str(secret): "/root/.ssh"}
-            report(Message(f"{job}: fresh key pair mounted at /root/.ssh like a Secret"))
+            if run_as is not None:  # the operator hands a non-root user its own Secret files
+                _chown_tree(secret, run_as)
+            volumes = {str(secret): options.key_dir}
+            report(Message(f"{job}: fresh key pair mounted at {options.key_dir} like a Secret"))
+        user = None if run_as is None else f"{run_as[0]}:{run_as[1]}"
         workers = [
-            _start_worker(engine, image, top, i, volumes, options, label)
+            _start_worker(engine, image, top, i, volumes, options, label, user)
             for i in range(options.workers)
         ]
-        launcher = _start_launcher(engine, image, top, volumes, options, label)
+        launcher = _start_launcher(engine, image, top, volumes, options, label, user)
         for box in [*workers, launcher]:
             if not box.exited():  # a worker whose sshd died is diagnosed below
                 _copy_in(box, options)
@@ -276,7 +287,8 @@ def smoke(
             for name, box, before in zip(top.workers, workers, logins_before, strict=True)
             if ssh_logins(box.logs()) > before
         ]
-        _verify(result, logs=_worker_logs(workers), reached=reached)
+        expected_uid = 0 if run_as is None else run_as[0]
+        _verify(result, logs=_worker_logs(workers), reached=reached, uid=expected_uid)
         return result
     finally:
         engine.remove_labelled_quietly(f"{SMOKE_LABEL}={job}")
@@ -284,12 +296,40 @@ def smoke(
         result.timings["total (with cleanup)"] = time.monotonic() - started
 
 
-def _start_worker(engine, image, top, index, volumes, options, label) -> Container:
+def _user_ids(engine: Engine, image: str, user: str) -> tuple[int, int] | None:
+    """(uid, gid) of a non-root profile's user in the image; None for root."""
+    if user == "root":
+        return None
+    try:
+        out = engine.run_once(image, ["/bin/sh", "-c", f"id -u {user} && id -g {user}"], user="0")
+    except ImagekitError:
+        raise UsageError(
+            f"{image}: no user {user} in the image, and the profile runs sshd and mpirun as "
+            "it (K1: runAsUser)"
+        ) from None
+    uid, gid = out.split()
+    return int(uid), int(gid)
+
+
+def _chown_tree(directory: Path, ids: tuple[int, int]) -> None:
+    for path in [directory, *directory.iterdir()]:
+        os.chown(path, *ids)
+
+
+def worker_command(options: SmokeOptions) -> list[str]:
+    """The operator's worker command: `sshd -De`, with `-f FILE` for K1's non-root sshd."""
+    config = ["-f", options.sshd_config] if options.sshd_config else []
+    return [*WORKER_COMMAND, *config]
+
+
+def _start_worker(engine, image, top, index, volumes, options, label, user=None) -> Container:
     name = top.workers[index]
+    command = worker_command(options)
     return engine.start_container(
         image,
-        entrypoint=WORKER_COMMAND[:1],  # the operator's pod command bypasses ENTRYPOINT
-        command=WORKER_COMMAND[1:],
+        entrypoint=command[:1],  # the operator's pod command bypasses ENTRYPOINT
+        command=command[1:],
+        user=user,  # runAsUser
         name=name,
         hostname=name,
         # The operator's headless service gives each worker this FQDN (the hostfile uses it).
@@ -301,11 +341,12 @@ def _start_worker(engine, image, top, index, volumes, options, label) -> Contain
     )
 
 
-def _start_launcher(engine, image, top, volumes, options, label) -> Container:
+def _start_launcher(engine, image, top, volumes, options, label, user=None) -> Container:
     box = engine.start_container(
         image,
         entrypoint=KEEPALIVE,
         command=[],
+        user=user,  # runAsUser: mpirun and its ssh run as the profile's user
         name=top.launcher,
         hostname=top.launcher,
         network=top.job,
@@ -406,6 +447,7 @@ def parse_probe(lines: list[str]) -> list[RankRecord]:
                     data["local_rank"],
                     data["host"],
                     data.get("allreduce"),
+                    data.get("uid"),
                 )
             )
     return sorted(records, key=lambda r: r.rank)
@@ -429,7 +471,7 @@ NO_WORKER_REACHED = (
 )
 
 
-def _verify(result: SmokeResult, logs: str, reached: list[str]) -> None:
+def _verify(result: SmokeResult, logs: str, reached: list[str], uid: int | None = None) -> None:
     top = result.topology
     output = "\n".join(result.output)
     if result.exit_code == 124 or "time limit for job execution has been reached" in output:
@@ -442,6 +484,9 @@ def _verify(result: SmokeResult, logs: str, reached: list[str]) -> None:
     if result.ranks or PROBE_PATH in result.command:
         # The probe ran (the default command, or a user's line running it): check placement.
         result.problems.extend(rank_problems(result.ranks, top))
+        wrong = [r.rank for r in result.ranks if uid is not None and r.uid not in (None, uid)]
+        if wrong:
+            result.problems.append(f"ranks {wrong} ran as another uid than {uid}")
     if result.problems:
         result.problems.extend(diagnose(output, logs))
     result.passed = not result.problems

@@ -12,6 +12,7 @@ record = {
     "local_rank": int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", "-1")),
     "node_rank": int(env.get("OMPI_COMM_WORLD_NODE_RANK", "-1")),
     "host": socket.gethostname(),
+    "uid": os.getuid(),  # root, or a non-root profile's user (K1)
 }
 try:
     from mpi4py import MPI

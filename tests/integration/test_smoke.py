@@ -12,7 +12,7 @@ import pytest
 from imagekit.smoke import SMOKE_LABEL
 
 from .conftest import ROOT, imagekit
-from .images import build_broken
+from .images import NON_ROOT, build, build_broken
 
 E1 = [
     "mpirun",
@@ -173,3 +173,26 @@ def test_a_run_that_never_leaves_the_launcher_fails_with_the_k3_diagnosis(engine
     assert "K3: the command exited 0 without reaching any worker" in output
     assert "PRTE_MCA_prte_default_hostfile" in output
     nothing_left(engine)
+
+
+def test_non_root_workers_the_way_mpi_operator_examples_run_them(engine, mini, tmp_path):
+    """K1: workers run `sshd -De -f /home/mpiuser/.sshd_config` as mpiuser on 2222, keys
+    mounted at /home/mpiuser/.ssh, mpirun as mpiuser: every rank on its worker, as uid 1000."""
+    ref = build(engine, tmp_path / "nr", "imagekit-test/non-root-smoke:latest", NON_ROOT, {})
+    profile = ("--profile", "kubeflow-mpi-operator-v2-nonroot")
+    result = imagekit("smoke", ref, *profile, "--workers", "2", "--slots", "2", timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "mounted at /home/mpiuser/.ssh" in output
+    uids = {
+        json.loads(line.split("IMAGEKIT_PROBE ", 1)[1])["uid"]
+        for line in output.splitlines()
+        if "IMAGEKIT_PROBE " in line
+    }
+    assert uids == {1000}, output[-3000:]
+    # Without the profile, workers run the root operator's `sshd -De` as the image's USER
+    # (mpiuser): it cannot read root's host keys and the job fails with that diagnosis.
+    root = imagekit("smoke", ref, "--workers", "1", "--slots", "1", "--timeout", "60", timeout=300)
+    assert root.returncode == 9 and "no hostkeys available" in root.stderr, root.stderr[-3000:]
+    missing = imagekit("smoke", mini, *profile, timeout=300)
+    assert missing.returncode == 2 and "no user mpiuser in the image" in missing.stderr
