@@ -585,16 +585,23 @@ def lint_cmd(command, source, workers, slots, debugging, root_env, openmpi_major
     help="mpi-operator: an MPIJob (kubeflow.org/v2beta1); trainer-v2: a TrainingRuntime and "
     "the TrainJob using it (trainer.kubeflow.org/v1alpha1).",
 )
+@click.option(
+    "--profile",
+    help="A profile's user, key mount and sshd config (kubeflow-mpi-operator-v2-nonroot: "
+    "runAsUser 1000, /home/mpiuser/.ssh, sshd -De -f ~/.sshd_config).",
+)
 @click.option("-o", "--output", type=FileOut)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def mpijob(target, name, workers, slots, gpus_per_worker, shm_size, operator, output, command):
+def mpijob(
+    target, name, workers, slots, gpus_per_worker, shm_size, operator, profile, output, command
+):
     """Render the manifests of an MPI training job for TARGET (a recipe or an image)."""
     import yaml
 
     from imagekit.launch import mpijob_manifest
 
     documents = mpijob_manifest(
-        target, name, workers, slots, command, gpus_per_worker, shm_size, operator
+        target, name, workers, slots, command, gpus_per_worker, shm_size, operator, profile
     )
     text = yaml.safe_dump_all(documents, sort_keys=False)
     if operator == "trainer-v2":

@@ -477,17 +477,28 @@ def mpijob(
     launcher: list[str],
     gpus_per_worker: int = 0,
     shm_size: str = "1Gi",
+    profile=None,
 ) -> dict:
-    """A kubeflow.org/v2beta1 MPIJob: launcher runs `launcher`, workers run sshd (W1-W4)."""
+    """A kubeflow.org/v2beta1 MPIJob: launcher runs `launcher`, workers run sshd (W1-W4).
+    A non-root `profile` gives K1's non-root form: runAsUser, the Secret at the user's
+    ~/.ssh, workers' sshd started with its own config."""
     _k8s_name(name)
+    non_root = profile is not None and profile.non_root
+    if non_root and profile.uid is None:
+        raise UsageError(f"--profile {profile.name}: give the user's uid (uid:) for runAsUser")
+
+    def run_as() -> dict:  # a fresh mapping per container: YAML would alias a shared one
+        return {"securityContext": {"runAsUser": profile.uid}} if non_root else {}
+
     shm_volume = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}
     shm_mount = {"name": "dshm", "mountPath": "/dev/shm"}
     worker_resources = {"limits": {"nvidia.com/gpu": gpus_per_worker}} if gpus_per_worker else {}
     worker = {
         "name": "worker",
         "image": image,
-        "command": list(WORKER_COMMAND),
+        "command": list(WORKER_COMMAND) + (["-f", profile.sshd_config] if non_root else []),
         "volumeMounts": [shm_mount],
+        **run_as(),
     }
     if worker_resources:
         worker["resources"] = worker_resources
@@ -497,7 +508,7 @@ def mpijob(
         "metadata": {"name": name},
         "spec": {
             "slotsPerWorker": slots,
-            "sshAuthMountPath": "/root/.ssh",
+            "sshAuthMountPath": profile.key_dir if non_root else "/root/.ssh",
             "mpiImplementation": "OpenMPI",
             "runPolicy": {"cleanPodPolicy": "Running"},
             "mpiReplicaSpecs": {
@@ -506,7 +517,12 @@ def mpijob(
                     "template": {
                         "spec": {
                             "containers": [
-                                {"name": "launcher", "image": image, "command": launcher}
+                                {
+                                    "name": "launcher",
+                                    "image": image,
+                                    "command": launcher,
+                                    **run_as(),
+                                }
                             ]
                         }
                     },
@@ -686,11 +702,19 @@ def mpijob_manifest(
     gpus_per_worker: int,
     shm_size: str,
     operator: str = "mpi-operator",
+    profile: str | None = None,
 ) -> list[dict]:
     """The documents to `kubectl apply` for TARGET under `operator`."""
     from imagekit.loader import recipe_plan, resolve_target
 
     image, recipe = resolve_target(target)
+    chosen = None
+    if profile is not None:
+        from imagekit.profiles import load_profile
+
+        chosen = load_profile(profile)
+        if operator == "trainer-v2" and chosen.non_root:
+            raise UsageError(f"--profile {profile}: non-root manifests are for mpi-operator only")
     line = mpirun_line(
         {
             "workers": workers,
@@ -699,10 +723,10 @@ def mpijob_manifest(
             "gpu": True if gpus_per_worker else None,
         },
         recipe,
-        "seed",
+        profile or "seed",
     )
     if operator == "trainer-v2":
         plan = recipe_plan(recipe)
         port = plan.ssh_port if plan is not None else 22
         return trainjob(name, image, workers, slots, line.argv, gpus_per_worker, shm_size, port)
-    return [mpijob(name, image, workers, slots, line.argv, gpus_per_worker, shm_size)]
+    return [mpijob(name, image, workers, slots, line.argv, gpus_per_worker, shm_size, chosen)]

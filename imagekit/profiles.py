@@ -58,6 +58,7 @@ class Profile(BaseModel):
     user: str = Field("root", pattern=r"^[a-z_][a-z0-9_-]*$")
     ssh_dir: str | None = Field(None, description="default: ~USER/.ssh")
     sshd_config: str = "/etc/ssh/sshd_config"
+    uid: int | None = Field(None, ge=1, description="the user's uid, for manifests (runAsUser)")
 
     @property
     def non_root(self) -> bool:

@@ -261,6 +261,27 @@ def test_mpijob_follows_v2beta1_structure():
         mpijob("Bad_Name", "img", 1, 1, launcher)
 
 
+def test_non_root_mpijob_is_k1s_example_form():
+    from imagekit.profiles import builtin_profiles
+
+    nonroot = builtin_profiles()["kubeflow-mpi-operator-v2-nonroot"]
+    launcher = recommend(LaunchRequest(2, 1, ("python3", "t.py"), ssh_port=2222)).argv
+    job = mpijob("nr", "img:1", 2, 1, launcher, profile=nonroot)
+    check_structure(job, MPIJOB_V2BETA1)
+    spec = job["spec"]
+    assert spec["sshAuthMountPath"] == "/home/mpiuser/.ssh"
+    pods = [spec["mpiReplicaSpecs"][kind]["template"]["spec"] for kind in ("Launcher", "Worker")]
+    for pod in pods:
+        assert pod["containers"][0]["securityContext"] == {"runAsUser": 1000}
+    worker = pods[1]["containers"][0]
+    assert worker["command"] == ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"]
+    # The root form is unchanged by the option.
+    root = mpijob("nr", "img:1", 2, 1, launcher, profile=builtin_profiles()["seed"])
+    assert root == mpijob("nr", "img:1", 2, 1, launcher)
+    with pytest.raises(UsageError, match="uid"):
+        mpijob("nr", "img:1", 2, 1, launcher, profile=nonroot.model_copy(update={"uid": None}))
+
+
 # The MPIJob v2beta1 field structure (mpi-operator's CRD, the parts imagekit writes); any
 # field not listed here makes the test fail.
 CONTAINER = {
