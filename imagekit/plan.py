@@ -132,11 +132,14 @@ class Plan:
     user_env: dict[str, str]
     mca: tuple[tuple[str, str, str], ...]  # (key, value, why)
     mca_conf_path: str
-    ssh_port: int
+    ssh_port: int  # the sshd workers run: root's, or the MPI user's (ssh_user)
     user_keys: str
     host_keys: str
     allow_run_as_root: bool
     path_prefix: tuple[str, ...] = field(default=())
+    # K1: a non-root MPI user with its own sshd on ssh_port; root's keeps root_ssh_port.
+    ssh_user: str = "root"
+    ssh_uid: int = 0
     openmpi_major: int = 4
     # Open MPI 5: PRRTE's own parameters and file (the launch side: plm, oob, prte, ...).
     prte_mca: tuple[tuple[str, str, str], ...] = ()
@@ -153,6 +156,12 @@ class Plan:
     @property
     def image(self) -> str:
         return self.tags[0]
+
+    @property
+    def root_ssh_port(self) -> int:
+        """root's sshd and ssh client: the recipe's port, or 22 when an MPI user (K1) has
+        its own sshd on that port (root's stays for an operator that runs pods as root)."""
+        return self.ssh_port if self.ssh_user == "root" else 22
 
     @property
     def apt_stages(self) -> tuple[AptStage, ...]:
@@ -216,6 +225,8 @@ def make_plan(loaded: LoadedRecipe) -> Plan:
         mca=mpi_mca,
         mca_conf_path=f"{etc}/openmpi-mca-params.conf",
         ssh_port=r.ssh.port,
+        ssh_user=r.ssh.user,
+        ssh_uid=r.ssh.uid if r.ssh.user != "root" else 0,
         user_keys=r.ssh.user_keys,
         host_keys=r.ssh.host_keys,
         allow_run_as_root=r.mpi.allow_run_as_root,
@@ -362,6 +373,7 @@ def _labels(r: Recipe, sha: str, tag: str, expected: dict[str, str]) -> dict[str
         f"{LABEL_PREFIX}.ssh.port": str(r.ssh.port),  # read by smoke (declared_port)
         f"{LABEL_PREFIX}.ssh.user-keys": r.ssh.user_keys,
         f"{LABEL_PREFIX}.ssh.host-keys": r.ssh.host_keys,
+        f"{LABEL_PREFIX}.ssh.user": r.ssh.user,
         f"{LABEL_PREFIX}.mpi.allow-run-as-root": str(r.mpi.allow_run_as_root).lower(),
     }
     labels.update({f"{LABEL_PREFIX}.version.{k}": v for k, v in expected.items()})

@@ -118,6 +118,10 @@ def render_context(
         f"{BUILD_SUBDIR}/README.md": "build-README.md.j2",
     }
     rendered = {path: env.get_template(name).render(values) for path, name in files.items()}
+    if plan.ssh_user != "root":
+        rendered["imagekit/user-sshd_config"] = env.get_template("user-sshd_config.j2").render(
+            values
+        )
     if plan.prebuild_ops:
         rendered["imagekit/ninja-normalize.py"] = env.get_template("ninja-normalize.py").render()
     if plan.prte_conf_path:

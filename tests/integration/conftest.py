@@ -21,6 +21,7 @@ from ..conftest import RECIPES, ROOT
 
 CPU_RECIPE = RECIPES / "deepspeed-cpu.yaml"
 OMPI5_RECIPE = RECIPES / "deepspeed-cpu-ompi5.yaml"
+NONROOT_RECIPE = RECIPES / "deepspeed-cpu-nonroot.yaml"
 
 
 def pytest_collection_modifyitems(items):
@@ -47,7 +48,9 @@ SESSION_IMAGES = {"imagekit-test/mini:latest", "imagekit-test/apt:latest"}
 
 
 def _kept_refs() -> set[str]:
-    plans = [make_plan(load_recipe(recipe)) for recipe in (CPU_RECIPE, OMPI5_RECIPE)]
+    plans = [
+        make_plan(load_recipe(recipe)) for recipe in (CPU_RECIPE, OMPI5_RECIPE, NONROOT_RECIPE)
+    ]
     return SESSION_IMAGES | {tag for plan in plans for tag in plan.tags}
 
 
@@ -122,6 +125,16 @@ def ompi5_image(engine) -> BuiltImage:
     result = imagekit("build", str(OMPI5_RECIPE), "--plain")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     ref = make_plan(load_recipe(OMPI5_RECIPE)).image
+    return BuiltImage(ref, engine.inspect_image(ref)["Id"], result.stdout + result.stderr)
+
+
+@pytest.fixture(scope="session")
+def nonroot_image(engine, cpu_image) -> BuiltImage:
+    """recipes/deepspeed-cpu-nonroot.yaml: deepspeed-cpu's layers plus the MPI user's (K1);
+    built after the CPU image, whose cache it shares."""
+    result = imagekit("build", str(NONROOT_RECIPE), "--plain")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ref = make_plan(load_recipe(NONROOT_RECIPE)).image
     return BuiltImage(ref, engine.inspect_image(ref)["Id"], result.stdout + result.stderr)
 
 

@@ -278,3 +278,25 @@ def test_apt_mirror_script_rewrites_debian_and_ubuntu_sources(tmp_path):
     before = (tmp_path / "sources.list").read_text()
     subprocess.run(run, env=env, check=True)  # no URL: nothing changes
     assert (tmp_path / "sources.list").read_text() == before
+
+
+def test_a_non_root_user_gets_its_own_sshd_and_root_keeps_22():
+    """K1: ssh.user adds the MPI user's sshd (port, mounted key as host key, SetEnv for K4)
+    after everything deepspeed-cpu has, so the two share every earlier layer."""
+    nonroot = plan_of(RECIPES / "deepspeed-cpu-nonroot.yaml")
+    assert nonroot.ssh_user == "mpiuser" and nonroot.ssh_uid == 1000
+    assert nonroot.ssh_port == 2222 and nonroot.root_ssh_port == 22
+    files = render_context(nonroot).files
+    assert "Port 22\n" in files["imagekit/sshd_config"]
+    user_config = files["imagekit/user-sshd_config"]
+    assert "Port 2222\n" in user_config and "HostKey /home/mpiuser/.ssh/id_rsa\n" in user_config
+    dockerfile = files["Dockerfile"]
+    assert dockerfile.rstrip().splitlines()[-4:-2] == ["USER mpiuser", "WORKDIR /home/mpiuser"]
+    assert "Match localuser %s\\n    Port %s\\n' mpiuser 2222" in dockerfile
+    cpu = render_context(plan_of(RECIPES / "deepspeed-cpu.yaml")).files["Dockerfile"]
+    shared = cpu.split("\nLABEL")[0].splitlines()[1:]  # all but the first comment line
+    assert dockerfile.splitlines()[1 : len(shared) + 1] == shared
+    assert (
+        "imagekit/user-sshd_config"
+        not in render_context(plan_of(RECIPES / "deepspeed-cpu.yaml")).files
+    )

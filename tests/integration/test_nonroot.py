@@ -1,0 +1,73 @@
+"""A recipe with a non-root MPI user (K1), built for real: it passes the non-root
+mpi-operator profile, fails the seed's on R1 alone, runs a 2x2 MPIJob as mpiuser, and
+shares every layer of deepspeed-cpu below its own."""
+
+from __future__ import annotations
+
+import json
+
+from .conftest import imagekit
+
+NONROOT = "kubeflow-mpi-operator-v2-nonroot"
+
+
+def report_of(tmp_path, image: str, *args: str) -> tuple[int, dict, str]:
+    path = tmp_path / "report.json"
+    result = imagekit("check", image, "--report", str(path), *args, timeout=600)
+    return result.returncode, json.loads(path.read_text()), result.stdout + result.stderr
+
+
+def failing(report: dict) -> set[str]:
+    return {r["id"] for r in report["results"] if r["status"] == "fail"}
+
+
+def test_nonroot_recipe_shares_deepspeed_cpus_layers(engine, cpu_image, nonroot_image):
+    cpu = engine.inspect_image(cpu_image.image_id)["RootFS"]["Layers"]
+    nonroot = engine.inspect_image(nonroot_image.image_id)["RootFS"]["Layers"]
+    assert nonroot[: len(cpu)] == cpu  # the user's layers sit on top of the CPU image's
+    assert len(nonroot) - len(cpu) == 3  # its sshd config, the user, the op directories
+
+
+def test_nonroot_image_passes_its_profile_and_fails_seed_on_r1_only(nonroot_image, tmp_path):
+    code, report, output = report_of(tmp_path, nonroot_image.ref, "--profile", NONROOT)
+    assert code == 0, output
+    by_id = {r["id"]: r for r in report["results"]}
+    assert "listening on 2222" in by_id["sshd-start"]["evidence"], output
+    for proven in ("ssh-login-mounted-key", "remote-environment", "sshd-port", "version-torch"):
+        assert by_id[proven]["status"] in ("pass", "info"), (proven, output)
+    code, report, output = report_of(tmp_path, nonroot_image.ref)
+    assert code == 7 and failing(report) == {"root-user"}, output
+
+
+def test_nonroot_image_runs_a_2x2_mpijob_as_mpiuser(nonroot_image):
+    result = imagekit(
+        "smoke",
+        nonroot_image.ref,
+        "--profile",
+        NONROOT,
+        "--workers",
+        "2",
+        "--slots",
+        "2",
+        timeout=600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    records = [
+        json.loads(line.split("IMAGEKIT_PROBE ", 1)[1])
+        for line in output.splitlines()
+        if "IMAGEKIT_PROBE " in line
+    ]
+    assert len(records) == 4 and {r["uid"] for r in records} == {1000}, output[-3000:]
+    assert {r["allreduce"] for r in records} == {4}  # mpi4py across the workers, as mpiuser
+
+
+def test_prebuilt_deepspeed_op_loads_as_mpiuser(engine, nonroot_image):
+    """torch takes a lock file in the op's directory: root-owned, a non-root user could not."""
+    script = (
+        "from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder; "
+        "print('loaded', ShareMemCommBuilder().load().__file__)"
+    )
+    with engine.container(nonroot_image.ref, command=["sleep", "infinity"], entrypoint=[]) as box:
+        code, out = box.exec(["python3", "-c", script])
+    assert code == 0 and "loaded /opt/imagekit/torch-extensions/" in out, out[-2000:]
