@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
 
@@ -301,8 +302,8 @@ def lock(recipe: Path, upgrade: bool, plain: bool, inputs) -> None:
     "--profile",
     default="seed",
     show_default=True,
-    help="Built-in profile (seed, kubeflow-mpi-operator-v2, kubeflow-mpi-operator-v2-nonroot) "
-    "or a profile .yaml file.",
+    help="Built-in profile (seed, kubeflow-mpi-operator-v2, kubeflow-mpi-operator-v2-nonroot, "
+    "kubeflow-trainer-v2) or a profile .yaml file.",
 )
 @click.option("--recipe", type=RecipeArg, help="Take expected versions from this recipe.")
 @click.option(
@@ -355,8 +356,8 @@ def _check_and_report(image, chosen, reports, recipe=None, port=None) -> None:
     "--profile",
     default="seed",
     show_default=True,
-    help="Built-in profile (seed, kubeflow-mpi-operator-v2, kubeflow-mpi-operator-v2-nonroot) "
-    "or a profile .yaml file.",
+    help="Built-in profile (seed, kubeflow-mpi-operator-v2, kubeflow-mpi-operator-v2-nonroot, "
+    "kubeflow-trainer-v2) or a profile .yaml file.",
 )
 @click.option("-t", "--tag", help="Tag for the adapted image (default: IMAGE's tag + -PROFILE).")
 @click.option(
@@ -463,6 +464,9 @@ def smoke(image: str, profile: str | None, **kw) -> None:
 
         chosen = load_profile(profile)
         default_config = chosen.sshd_config == "/etc/ssh/sshd_config"
+        source = click.get_current_context().get_parameter_source("operator")
+        if chosen.secret_files == "group-readable" and source is ParameterSource.DEFAULT:
+            kw["operator"] = "trainer-v2"  # its Secret layout is Trainer v2's (K2)
         kw.update(
             user=chosen.user,
             key_dir=chosen.key_dir,
@@ -604,7 +608,9 @@ def mpijob(
         target, name, workers, slots, command, gpus_per_worker, shm_size, operator, profile
     )
     text = yaml.safe_dump_all(documents, sort_keys=False)
-    if operator == "trainer-v2":
+    if operator == "trainer-v2" and not any(
+        d.get("kind") == "TrainingRuntime" and _non_root(d) for d in documents
+    ):
         err.print(
             "[yellow]WARNING[/] Trainer v2 mounts its Secret's key with mode 0640 for a non-root "
             "user (fsGroup); the ssh client of an image running as root ignores such a key (K5). "
@@ -615,6 +621,11 @@ def mpijob(
     else:
         output.write_text(text, encoding="utf-8")
         out.print(f"[green]wrote[/] {escape(str(output))}")
+
+
+def _non_root(runtime: dict) -> bool:
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return any("securityContext" in j["template"]["spec"]["template"]["spec"] for j in jobs)
 
 
 # -- publish and inventory -----------------------------------------------------------------------

@@ -548,27 +548,40 @@ def trainjob(
     gpus_per_worker: int = 0,
     shm_size: str = "1Gi",
     ssh_port: int = 22,
+    profile=None,
 ) -> list[dict]:
     """Kubeflow Trainer v2 (K2): a TrainingRuntime with an MPI policy, and the TrainJob that
     runs `launcher` with it. The image is set on the launcher *and* the nodes (a runtime that
     leaves the nodes on its default image runs the job on the wrong one: trainer#4030); nodes
     run sshd as their command, never the training command, and the launcher waits for them."""
     _k8s_name(name)
+    non_root = profile is not None and profile.non_root
+    if non_root and profile.uid is None:
+        raise UsageError(f"--profile {profile.name}: give the user's uid (uid:) for runAsUser")
+    # K2: Trainer's own runtimes run as mpiuser and read its root-owned 0640 Secret through
+    # the pod's fsGroup.
+    security = (
+        {"runAsUser": profile.uid, "runAsGroup": profile.uid, "fsGroup": profile.uid}
+        if non_root
+        else None
+    )
     runtime = f"{name}-runtime"
     shm_volume = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}
     shm_mount = {"name": "dshm", "mountPath": "/dev/shm"}
     node = {
         "name": "node",
         "image": image,
-        "command": list(WORKER_COMMAND),
+        "command": list(WORKER_COMMAND) + (["-f", profile.sshd_config] if non_root else []),
         "readinessProbe": {"tcpSocket": {"port": ssh_port}, "initialDelaySeconds": 2},
         "volumeMounts": [shm_mount],
     }
     launcher_container = {"name": "node", "image": image}
     replicated = [
-        _replicated_job("node", node, shm_volume),
+        _replicated_job("node", node, shm_volume, security=security),
         {
-            **_replicated_job("launcher", launcher_container, None, trainer_step=True),
+            **_replicated_job(
+                "launcher", launcher_container, None, trainer_step=True, security=security
+            ),
             "dependsOn": [{"name": "node", "status": "Ready"}],
         },
     ]
@@ -582,7 +595,8 @@ def trainjob(
                 "mpi": {
                     "numProcPerNode": slots,
                     "mpiImplementation": "OpenMPI",
-                    "sshAuthMountPath": "/root/.ssh",  # R1: imagekit's images run as root
+                    # R1: root's images; K2: mpiuser's home for a non-root profile
+                    "sshAuthMountPath": profile.key_dir if non_root else "/root/.ssh",
                     "runLauncherAsNode": False,
                 },
             },
@@ -620,9 +634,15 @@ def trainjob(
 
 
 def _replicated_job(
-    name: str, container: dict, volume: dict | None, trainer_step: bool = False
+    name: str,
+    container: dict,
+    volume: dict | None,
+    trainer_step: bool = False,
+    security: dict | None = None,
 ) -> dict:
     pod: dict = {"containers": [container]}
+    if security:
+        pod["securityContext"] = dict(security)  # a copy: YAML would alias a shared one
     if volume:
         pod["volumes"] = [volume]
     template: dict = {}
@@ -713,8 +733,6 @@ def mpijob_manifest(
         from imagekit.profiles import load_profile
 
         chosen = load_profile(profile)
-        if operator == "trainer-v2" and chosen.non_root:
-            raise UsageError(f"--profile {profile}: non-root manifests are for mpi-operator only")
     line = mpirun_line(
         {
             "workers": workers,
@@ -728,5 +746,9 @@ def mpijob_manifest(
     if operator == "trainer-v2":
         plan = recipe_plan(recipe)
         port = plan.ssh_port if plan is not None else 22
-        return trainjob(name, image, workers, slots, line.argv, gpus_per_worker, shm_size, port)
+        if chosen is not None and chosen.non_root:
+            port = chosen.port
+        return trainjob(
+            name, image, workers, slots, line.argv, gpus_per_worker, shm_size, port, chosen
+        )
     return [mpijob(name, image, workers, slots, line.argv, gpus_per_worker, shm_size, chosen)]

@@ -59,6 +59,10 @@ class Profile(BaseModel):
     ssh_dir: str | None = Field(None, description="default: ~USER/.ssh")
     sshd_config: str = "/etc/ssh/sshd_config"
     uid: int | None = Field(None, ge=1, description="the user's uid, for manifests (runAsUser)")
+    # How the operator's Secret reaches a non-root user: its own files (mpi-operator), or
+    # root's files at mode 0640 read through the group (fsGroup: Trainer v2, K2).
+    secret_files: Literal["owned", "group-readable"] = "owned"
+    key_type: Literal["rsa", "ecdsa"] = "rsa"  # K2: an ECDSA P-521 key stored as id_rsa
 
     @property
     def non_root(self) -> bool:

@@ -34,7 +34,12 @@ def split_keygen_output(image: str, output: str) -> tuple[str, str]:
 
 
 def write_secret(
-    directory: Path, private: str, public: str, world_writable: bool, private_mode: int = 0o600
+    directory: Path,
+    private: str,
+    public: str,
+    world_writable: bool,
+    private_mode: int = 0o600,
+    public_mode: int = 0o600,
 ) -> Path:
     """`world_writable` lays the directory out like kubelet's Secret volume (drwxrwxrwt),
     which is what makes sshd's StrictModes reject mounted keys (R5)."""
@@ -42,7 +47,7 @@ def write_secret(
     for name, text in zip(SECRET_FILES, (private, public, public), strict=True):
         path = directory / name
         path.write_text(text)
-        path.chmod(private_mode if name == "id_rsa" else 0o600)
+        path.chmod(private_mode if name == "id_rsa" else public_mode)
     directory.chmod(0o1777 if world_writable else 0o755)
     return directory
 
@@ -55,7 +60,8 @@ def make_secret(
     labels: dict[str, str] | None = None,
     key_type: str = "rsa",
     private_mode: int = 0o600,
+    public_mode: int = 0o600,
 ) -> Path:
-    output = engine.run_once(image, ["/bin/sh", "-c", keygen(key_type)], labels=labels)
+    output = engine.run_once(image, ["/bin/sh", "-c", keygen(key_type)], labels=labels, user="0")
     private, public = split_keygen_output(image, output)
-    return write_secret(directory, private, public, world_writable, private_mode)
+    return write_secret(directory, private, public, world_writable, private_mode, public_mode)

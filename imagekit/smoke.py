@@ -253,9 +253,12 @@ def smoke(
                 # K2: Trainer's Secret holds an ECDSA P-521 key under the name id_rsa, 0640
                 key_type="ecdsa" if trainer else "rsa",
                 private_mode=0o640 if trainer else 0o600,
+                public_mode=0o640 if trainer else 0o600,  # the volume's defaultMode
             )
-            if run_as is not None:  # the operator hands a non-root user its own Secret files
-                _chown_tree(secret, run_as)
+            if run_as is not None:
+                # mpi-operator hands a non-root user its own Secret files; Trainer v2 keeps
+                # them root's, readable through the group (fsGroup, 0640: K2).
+                _chown_tree(secret, (0, run_as[1]) if trainer else run_as)
             volumes = {str(secret): options.key_dir}
             report(Message(f"{job}: fresh key pair mounted at {options.key_dir} like a Secret"))
         user = None if run_as is None else f"{run_as[0]}:{run_as[1]}"

@@ -31,7 +31,7 @@ from imagekit.layers import LayerFile, walk, walk_dirs
 from imagekit.loader import load_recipe
 from imagekit.plan import LABEL_PREFIX, make_plan
 from imagekit.profiles import Profile
-from imagekit.secrets import KEYGEN, split_keygen_output, write_secret
+from imagekit.secrets import keygen, split_keygen_output, write_secret
 
 CHECK_LABEL = f"{LABEL_PREFIX}.check"  # on every container a check starts; value: the run
 # Check files in report order (pytest collects them alphabetically): the basics an
@@ -238,12 +238,16 @@ def mounted_keys(ctx: CheckContext, host: Any) -> Path:
     Under a non-root profile the files belong to its user, as the operator arranges."""
     secret = ctx.workdir() / "secret"
     if not secret.exists():
-        output = host.check_output(KEYGEN)
+        profile = ctx.profile
+        output = host.check_output(keygen(profile.key_type))
         private, public = split_keygen_output(ctx.image, output)
-        write_secret(secret, private, public, world_writable=False)
-        if ctx.profile.non_root and "uid" in ctx.initial:
+        grouped = profile.non_root and profile.secret_files == "group-readable"
+        mode = 0o640 if grouped else 0o600  # K2: the volume's defaultMode, for fsGroup
+        write_secret(secret, private, public, False, private_mode=mode, public_mode=mode)
+        if profile.non_root and "uid" in ctx.initial:
+            owner = 0 if grouped else int(ctx.initial["uid"])
             for path in [secret, *secret.iterdir()]:
-                os.chown(path, int(ctx.initial["uid"]), int(ctx.initial["gid"]))
+                os.chown(path, owner, int(ctx.initial["gid"]))
     return secret
 
 

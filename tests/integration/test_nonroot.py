@@ -71,3 +71,28 @@ def test_prebuilt_deepspeed_op_loads_as_mpiuser(engine, nonroot_image):
     with engine.container(nonroot_image.ref, command=["sleep", "infinity"], entrypoint=[]) as box:
         code, out = box.exec(["python3", "-c", script])
     assert code == 0 and "loaded /opt/imagekit/torch-extensions/" in out, out[-2000:]
+
+
+def test_trainer_v2s_layout_works_for_the_non_root_image(nonroot_image, tmp_path):
+    """K2: Trainer v2 mounts root's files (an ECDSA P-521 key as id_rsa, all 0640) read
+    through fsGroup. Useless to a root image (K5, test_smoke), right for mpiuser."""
+    code, report, output = report_of(
+        tmp_path, nonroot_image.ref, "--profile", "kubeflow-trainer-v2"
+    )
+    assert code == 0, output
+    by_id = {r["id"]: r for r in report["results"]}
+    assert by_id["ssh-login-mounted-key"]["status"] == "pass", output
+    result = imagekit(
+        "smoke",
+        nonroot_image.ref,
+        "--profile",
+        "kubeflow-trainer-v2",
+        "--workers",
+        "2",
+        "--slots",
+        "1",
+        timeout=600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "-node-0-1." in output  # JobSet host names: the profile picked Trainer's layout

@@ -33,6 +33,9 @@ def test_builtin_profiles():
     assert nonroot.non_root and nonroot.user == "mpiuser" and nonroot.port == 2222
     assert nonroot.key_dir == "/home/mpiuser/.ssh"
     assert nonroot.sshd_config == "/home/mpiuser/.sshd_config"
+    trainer = profiles["kubeflow-trainer-v2"]  # K2
+    assert trainer.secret_files == "group-readable" and trainer.key_type == "ecdsa"
+    assert trainer.key_dir == "/home/mpiuser/.ssh" and trainer.port == 2222
 
 
 def test_a_non_root_profile_defaults_its_key_dir_to_the_users_home(tmp_path):

@@ -439,6 +439,26 @@ def test_trainer_v2_documents_follow_their_kinds_and_set_the_image_everywhere():
         trainjob("Bad_Name", "img", 1, 1, launcher)
 
 
+def test_trainer_v2_non_root_runtime_is_k2s_own_form():
+    from imagekit.profiles import builtin_profiles
+
+    trainer = builtin_profiles()["kubeflow-trainer-v2"]
+    launcher = recommend(LaunchRequest(2, 1, ("python3", "t.py"), ssh_port=2222)).argv
+    runtime, job = trainjob("t1", "img:1", 2, 1, launcher, ssh_port=2222, profile=trainer)
+    check_structure(runtime, TRAINING_RUNTIME)
+    check_structure(job, TRAINJOB)
+    assert runtime["spec"]["mlPolicy"]["mpi"]["sshAuthMountPath"] == "/home/mpiuser/.ssh"
+    pods = [
+        r["template"]["spec"]["template"]["spec"]
+        for r in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    ]
+    for pod in pods:  # the Secret's root-owned 0640 files are read through fsGroup
+        assert pod["securityContext"] == {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+    node = pods[0]["containers"][0]
+    assert node["command"][-2:] == ["-f", "/home/mpiuser/.sshd_config"]
+    assert node["readinessProbe"]["tcpSocket"]["port"] == 2222
+
+
 def test_cli_mpijob_for_trainer_v2_writes_both_documents(capsys, monkeypatch):
     _, out, _ = cli(
         capsys,
