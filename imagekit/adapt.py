@@ -83,6 +83,8 @@ class AdaptPlan:
     run_sshd: bool = False
     host_keys: bool = False
     session_env: tuple[str, ...] = ()
+    mca_file: str = ""  # L4-L10: where the launch defaults go (Open MPI 4)
+    mca_defaults: tuple[tuple[str, str], ...] = ()
     switch_to_root: bool = False
     original_user: str = ""
     run_as_root_env: bool = False
@@ -165,6 +167,11 @@ def plan_adapt(
         names = " and ".join(session_env)
         fixes.append(Fix("K4", f"{names} of the image's ENV in /etc/environment (ssh sessions)"))
 
+    mca_file, mca_defaults = _launch_defaults(facts)
+    if mca_defaults:
+        names = ", ".join(f"{k} {v}" for k, v in mca_defaults)
+        fixes.append(Fix("L4-L10", f"Open MPI launch defaults in {mca_file}: {names}"))
+
     original_user = facts.user
     switch_to_root = original_user not in ROOT_USERS
     if switch_to_root:
@@ -208,6 +215,8 @@ def plan_adapt(
         run_sshd=run_sshd,
         host_keys=host_keys,
         session_env=session_env,
+        mca_file=mca_file,
+        mca_defaults=mca_defaults,
         switch_to_root=switch_to_root,
         original_user=original_user,
         run_as_root_env=run_as_root_env,
@@ -253,6 +262,18 @@ def _session_env(facts: ImageFacts) -> tuple[str, ...]:
     if library_path and facts.get("environment.LD_LIBRARY_PATH") != library_path:
         needed.append("LD_LIBRARY_PATH")
     return tuple(needed)
+
+
+def _launch_defaults(facts: ImageFacts) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """L4-L10: imagekit's Open MPI 4 defaults the image's MCA parameter file lacks (a value
+    the image sets itself is kept). Open MPI 5 takes launch parameters elsewhere: left alone."""
+    from imagekit.recipe import DEFAULT_MCA
+
+    etc = facts.get("mpi.sysconfdir")
+    if not etc or not facts.get("mpi.version").startswith("4."):
+        return "", ()
+    missing = tuple((k, v) for k, v in DEFAULT_MCA.items() if facts.get(f"mca.{k}") != "set")
+    return f"{etc}/openmpi-mca-params.conf", missing
 
 
 def render_adapt(plan: AdaptPlan) -> Context:
@@ -303,7 +324,8 @@ def read_facts(engine, image: str) -> ImageFacts:
         ) from None
     facts = parse_probe(output, inspected)
     if facts.get("probe") != "done":
-        raise UsageError(f"{image}: the probe did not finish: {output.strip()[-200:]}")
+        tail = " | ".join(output.strip().splitlines()[-3:])
+        raise UsageError(f"{image}: the probe did not finish: {tail[-200:]}")
     return facts
 
 

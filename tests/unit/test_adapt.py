@@ -13,6 +13,7 @@ import pytest
 from imagekit.adapt import default_tag, parse_probe, plan_adapt, render_adapt
 from imagekit.errors import UsageError
 from imagekit.profiles import builtin_profiles
+from imagekit.recipe import DEFAULT_MCA
 from imagekit.render import stale_files, write_context
 
 from ..conftest import ROOT
@@ -231,3 +232,27 @@ def test_a_non_root_profile_is_refused_in_one_line():
     nonroot = builtin_profiles()["kubeflow-mpi-operator-v2-nonroot"]
     with pytest.raises(UsageError, match="runs sshd as mpiuser; adapt makes images for root"):
         plan(PLAIN, nonroot)
+
+
+MPI4 = "mpi.version=4.1.4\nmpi.sysconfdir=/etc/openmpi\n"
+
+
+def test_open_mpi_4_gets_the_launch_defaults_it_lacks():
+    p = plan(COMPLETE + MPI4 + "mca.pml=set\nmca.btl=set\n", Labels=DECLARED)
+    assert requirements(p) == ["L4-L10"]
+    assert p.mca_file == "/etc/openmpi/openmpi-mca-params.conf"
+    assert [k for k, _ in p.mca_defaults] == [
+        "btl_tcp_if_exclude",
+        "oob_tcp_if_exclude",
+        "plm_rsh_no_tree_spawn",
+    ]  # the image's own pml and btl are kept
+    script = render_adapt(p).files["imagekit-adapt/adapt.sh"]
+    assert "cat >> /etc/openmpi/openmpi-mca-params.conf <<'IMAGEKIT'" in script
+    assert "plm_rsh_no_tree_spawn = 1\n" in script and "pml = " not in script
+
+
+def test_every_default_set_or_open_mpi_5_adds_nothing():
+    every = "".join(f"mca.{k}=set\n" for k in DEFAULT_MCA)
+    assert not plan(COMPLETE + MPI4 + every, Labels=DECLARED).needed
+    ompi5 = MPI4.replace("4.1.4", "5.0.7")
+    assert not plan(COMPLETE + ompi5, Labels=DECLARED).needed

@@ -31,4 +31,14 @@ fi
 if command -v ssh >/dev/null 2>&1; then
     ssh -G worker-0 2>/dev/null | sed -n 's/^\([a-z0-9]*\) \(.*\)$/ssh.\1=\2/p'
 fi
+# L4-L10: Open MPI's version, where it reads its default MCA parameters, and which it has.
+if command -v mpirun >/dev/null 2>&1; then
+    echo "mpi.version=$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9.]*\).*/\1/p' | head -n 1)"
+    etc=$(ompi_info --parsable --path sysconfdir 2>/dev/null | sed -n 's/^path:sysconfdir://p')
+    echo "mpi.sysconfdir=$etc"
+    if [ -n "$etc" ] && [ -f "$etc/openmpi-mca-params.conf" ]; then
+        sed -n 's/^[[:space:]]*\([a-z0-9_]*\)[[:space:]]*=.*/mca.\1=set/p' "$etc/openmpi-mca-params.conf"
+    fi
+fi
+echo  # the file above may end without a newline
 echo "probe=done"
