@@ -54,12 +54,27 @@ def _kept_refs() -> set[str]:
     return SESSION_IMAGES | {tag for plan in plans for tag in plan.tags}
 
 
+# Session fixtures whose builds other modules reuse as cache.
+SESSION_BUILDS = ("cpu_image", "nonroot_image", "ompi5_image", "mini")
+
+
+@pytest.fixture(scope="session")
+def _session_builds(request):
+    """Build the session's images before any module cleans up after itself: their builder
+    stages are untagged images, which a module's cleanup would otherwise take for its own
+    leftovers, and every later build of those recipes would start over."""
+    used = {name for item in request.session.items for name in item.fixturenames}
+    for name in SESSION_BUILDS:
+        if name in used:
+            request.getfixturevalue(name)
+
+
 @pytest.fixture(autouse=True, scope="module")
-def _free_disk_after_module(engine):
+def _free_disk_after_module(engine, _session_builds):
     """Each module removes the images it made (and the layers only they used), so the suite's
     disk peak is the session's images plus one module's, not the sum of every build. (A CI run
     once ran out of disk with them all kept.) A recipe's tag that a module's build moved goes
-    back to the session's image; base images and the session fixtures' images stay."""
+    back to the session's image; base images and the session's builds stay."""
     kept = _kept_refs()
     before = {image["Id"] for image in engine.api.images()}
     pointed = {ref: engine.inspect_image(ref)["Id"] for ref in kept if engine.image_exists(ref)}
