@@ -63,7 +63,7 @@ def _session_builds(request):
     """Build the session's images before any module cleans up after itself: their builder
     stages are untagged images, which a module's cleanup would otherwise take for its own
     leftovers, and every later build of those recipes would start over."""
-    used = {name for item in request.session.items for name in item.fixturenames}
+    used = {n for item in request.session.items for n in getattr(item, "fixturenames", ())}
     for name in SESSION_BUILDS:
         if name in used:
             request.getfixturevalue(name)
