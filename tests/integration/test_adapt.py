@@ -68,8 +68,7 @@ def passed_checks(report: Path) -> tuple[bool, set[str]]:
         (
             "plain",
             [
-                "install openssh-server",
-                "install openssh-client",
+                "install openssh-server",  # the client came with openmpi-bin
                 "/run/sshd",
                 # Debian's own file sets btl and pml: only what it lacks is added
                 "launch defaults in /etc/openmpi/openmpi-mca-params.conf: btl_tcp_if_exclude",
