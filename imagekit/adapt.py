@@ -18,7 +18,7 @@ from pathlib import Path
 
 from imagekit.errors import EngineError, ImagekitError, UsageError
 from imagekit.profiles import Profile
-from imagekit.render import Context, _environment, write_context
+from imagekit.render import Context, template_environment, write_context
 
 # What sshd gives a root session when nothing else (pam_env, SetEnv) says otherwise.
 SSHD_ROOT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -278,8 +278,7 @@ def _launch_defaults(facts: ImageFacts) -> tuple[str, tuple[tuple[str, str], ...
 
 def render_adapt(plan: AdaptPlan) -> Context:
     """Pure: the build context (Dockerfile and imagekit-adapt/ files) for `plan`."""
-    env = _environment()
-    env.trim_blocks = env.lstrip_blocks = True  # these templates branch a lot: keep blank lines
+    env = template_environment(trim_blocks=True)
     values = {"plan": plan}
     files = {"Dockerfile": env.get_template("adapt/Dockerfile.j2").render(values)}
     if plan.needs_script:
@@ -310,8 +309,8 @@ class AdaptResult:
     seconds: float = 0.0
 
 
-def read_facts(engine, image: str) -> ImageFacts:
-    inspected = engine.inspect_image(image)
+def read_facts(engine, image: str, inspected: dict) -> ImageFacts:
+    """probe.sh's answer in a throwaway container of `image` (`inspected`: its inspect)."""
     try:
         output = engine.run_once(
             image, ["/bin/sh", "-c", probe_script()], user="0", labels={f"{LABEL}.adapt": "probe"}
@@ -352,7 +351,9 @@ def adapt(
         raise UsageError(f"--tag {tag!r}: not a valid image reference ([host/]name[:tag])")
     engine = Engine.connect()
     before = engine.inspect_image(image)
-    plan = plan_adapt(image, read_facts(engine, image), profile, port=port, install_mpi=install_mpi)
+    plan = plan_adapt(
+        image, read_facts(engine, image, before), profile, port=port, install_mpi=install_mpi
+    )
     if not plan.needed:
         return AdaptResult(plan)
     report(Message(f"{image} under profile {profile.name}: {len(plan.fixes)} to add"))

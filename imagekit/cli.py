@@ -603,14 +603,13 @@ def mpijob(
     import yaml
 
     from imagekit.launch import mpijob_manifest
+    from imagekit.profiles import load_profile
 
     documents = mpijob_manifest(
         target, name, workers, slots, command, gpus_per_worker, shm_size, operator, profile
     )
     text = yaml.safe_dump_all(documents, sort_keys=False)
-    if operator == "trainer-v2" and not any(
-        d.get("kind") == "TrainingRuntime" and _non_root(d) for d in documents
-    ):
+    if operator == "trainer-v2" and not (profile and load_profile(profile).non_root):
         err.print(
             "[yellow]WARNING[/] Trainer v2 mounts its Secret's key with mode 0640 for a non-root "
             "user (fsGroup); the ssh client of an image running as root ignores such a key (K5). "
@@ -621,11 +620,6 @@ def mpijob(
     else:
         output.write_text(text, encoding="utf-8")
         out.print(f"[green]wrote[/] {escape(str(output))}")
-
-
-def _non_root(runtime: dict) -> bool:
-    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
-    return any("securityContext" in j["template"]["spec"]["template"]["spec"] for j in jobs)
 
 
 # -- publish and inventory -----------------------------------------------------------------------

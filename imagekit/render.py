@@ -63,11 +63,15 @@ def _dquote(value: object) -> str:
     return f'"{text}"'
 
 
-def _environment() -> jinja2.Environment:
+def template_environment(trim_blocks: bool = False) -> jinja2.Environment:
+    """The package's templates. `trim_blocks` for templates that branch on nearly every line
+    (templates/adapt/): block tags then leave no blank lines behind."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("imagekit", "templates"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
+        trim_blocks=trim_blocks,
+        lstrip_blocks=trim_blocks,
         autoescape=False,  # noqa: S701 - Dockerfiles and config files, not HTML
     )
     env.filters["dquote"] = _dquote
@@ -80,7 +84,7 @@ def render_context(
     """`pip_resolver_report`: instead of the image, end the Dockerfile with a stage (target
     `imagekit-pip-resolver`) where pip resolves every pip stage into that JSON report."""
     options = options or ContextOptions()
-    env = _environment()
+    env = template_environment()
     values = {
         "plan": plan,
         "options": options,
