@@ -16,10 +16,15 @@ from imagekit.plan import BootstrapSpec, Plan
 
 
 def mmdebstrap_command(spec: BootstrapSpec, tarball: Path) -> list[str]:
+    # mmdebstrap's default is main alone; the flag appears only when the recipe asks for more.
+    components = (
+        [] if spec.components == ("main",) else [f"--components={','.join(spec.components)}"]
+    )
     return [
         "mmdebstrap",
         f"--variant={spec.variant}",
         f"--include={','.join(spec.include)}",
+        *components,
         spec.suite,
         str(tarball),
         spec.mirror,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shlex
 import sys
 from dataclasses import asdict
@@ -43,6 +44,21 @@ FileOut = click.Path(path_type=Path, dir_okay=False)
 def echo_lines(lines: list[str], console: Console = out) -> None:
     for line in lines:
         console.print(line)
+
+
+def _gpus(ctx, param, value: str | None) -> str | None:
+    if value is None or value == "all" or (value.isdigit() and int(value) > 0):
+        return value
+    raise click.BadParameter(f"{value!r} is not 'all' or a number of GPUs", ctx=ctx, param=param)
+
+
+# Runs on hosts with the NVIDIA container runtime; without it the engine refuses the request.
+GPUS_OPTION = click.option(
+    "--gpus",
+    callback=_gpus,
+    metavar="all|N",
+    help="GPUs for the containers, as docker run --gpus (hosts with the NVIDIA runtime).",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -322,7 +338,8 @@ def lock(recipe: Path, upgrade: bool, plain: bool, inputs) -> None:
     type=click.Choice(["json", "junit", "markdown"]),
     help="Format of every --report (default: from each file's suffix).",
 )
-def check_cmd(image, profile, recipe, port, report_paths, fmt) -> None:
+@GPUS_OPTION
+def check_cmd(image, profile, recipe, port, report_paths, fmt, gpus) -> None:
     """Check IMAGE (any image, built by imagekit or not; or a RECIPE's image) against a profile."""
     from imagekit.checks.report import report_format
     from imagekit.loader import resolve_target
@@ -331,14 +348,14 @@ def check_cmd(image, profile, recipe, port, report_paths, fmt) -> None:
     chosen = load_profile(profile)
     reports = [(path, report_format(path, fmt)) for path in report_paths]  # before any work
     image, target_recipe = resolve_target(image)
-    _check_and_report(image, chosen, reports, recipe=recipe or target_recipe, port=port)
+    _check_and_report(image, chosen, reports, recipe=recipe or target_recipe, port=port, gpus=gpus)
 
 
-def _check_and_report(image, chosen, reports, recipe=None, port=None) -> None:
+def _check_and_report(image, chosen, reports, recipe=None, port=None, gpus=None) -> None:
     from imagekit.checks.report import write_report
     from imagekit.checks.runner import run_checks
 
-    result = run_checks(image, chosen, lambda event: None, recipe=recipe, port=port)
+    result = run_checks(image, chosen, lambda event: None, recipe=recipe, port=port, gpus=gpus)
     table, summary = display.check_table(result)
     out.print(table)
     out.print(summary)
@@ -401,6 +418,16 @@ def adapt(image, profile, tag, output, port, install_mpi, plain, report_paths) -
         _check_and_report(result.tag, chosen, reports, port=result.plan.port)
 
 
+def _env_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            raise click.BadParameter(f"{item!r} is not VAR=VALUE", ctx=ctx, param=param)
+        pairs.append((name, value))
+    return tuple(pairs)
+
+
 def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], ...]:
     pairs = []
     for item in values:
@@ -448,6 +475,15 @@ def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], .
     help="Run as this profile's operator does: its user, key mount, sshd config and port "
     "(e.g. kubeflow-mpi-operator-v2-nonroot: mpiuser, /home/mpiuser/.ssh, 2222).",
 )
+@click.option(
+    "--env",
+    multiple=True,
+    callback=_env_spec,
+    metavar="VAR=VALUE",
+    help="Set VAR in every container and pass it to the ranks with mpirun -x (repeatable; "
+    "e.g. DS_ACCELERATOR=cpu for a GPU image on a host without GPUs).",
+)
+@GPUS_OPTION
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def smoke(image: str, profile: str | None, **kw) -> None:
     """Run an MPIJob the way the operator does: launcher + workers over real ssh and mpirun.

@@ -3,6 +3,7 @@ reads one table and reports findings with the table's `source` attached."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -165,6 +166,8 @@ def nccl_min_for_cuda_major(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding
 
 
 def nccl_pinned_with_pip_torch(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
+    if _cuda_from_wheels(r):
+        return  # nccl.version then names the wheel's NCCL, which cuda_wheels checks
     if r.nccl.version != "from-torch" and r.torch.variant != "cpu":
         yield _warn(
             "nccl.version",
@@ -262,6 +265,72 @@ def nvidia_cuda_tags(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
         yield _err("distro", f"base.image is not {os_tag} ({rest})", rule)
 
 
+def _cuda_from_wheels(r: Recipe) -> bool:
+    return r.cuda is not None and r.cuda.source == "wheels"
+
+
+def cuda_wheels(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
+    if r.cuda is None or r.cuda.source != "wheels":
+        return
+    row = rule["torch"].get(minor(r.torch.version))
+    if row is None:
+        known = ", ".join(rule["torch"])
+        yield _err(
+            "torch.version",
+            f"no CUDA wheel rule for torch {r.torch.version} (known: {known})",
+            rule,
+        )
+        return
+    if r.torch.variant != row["variant"]:
+        yield _err(
+            "torch.variant",
+            f"PyPI's torch {r.torch.version} is the {row['variant']} build, not {r.torch.variant}",
+            rule,
+        )
+    if minor(r.cuda.version) != row["cuda"]:
+        yield _err(
+            "cuda.version",
+            f"is {r.cuda.version}, but torch {r.torch.version}'s wheels carry CUDA {row['cuda']}",
+            rule,
+        )
+    if r.nccl.version not in ("from-torch", row["nccl"]):
+        yield _err(
+            "nccl.version",
+            f"is {r.nccl.version}, but torch {r.torch.version}'s wheels carry NCCL {row['nccl']}",
+            rule,
+        )
+    suite = r.base.bootstrap.suite if r.base.bootstrap else None
+    toolkit = rule["toolkit"].get(suite)
+    if toolkit is None:
+        yield _err(
+            "base.bootstrap.suite",
+            f"Debian {suite} has no CUDA toolkit imagekit knows (known: {', '.join(rule['toolkit'])})",
+            rule,
+        )
+    elif Version(toolkit["cuda"]).major != Version(row["cuda"]).major:
+        yield _err(
+            "cuda.version",
+            f"Debian {suite}'s nvcc is CUDA {toolkit['cuda']}, torch's wheels CUDA {row['cuda']}:"
+            " majors differ",
+            rule,
+        )
+
+
+def deepspeed_install_ops(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
+    if not _cuda_from_wheels(r):
+        return
+    known = list(rule["table"])
+    for i, op in enumerate(r.deepspeed.prebuild_ops):
+        if op not in rule["table"]:
+            near = difflib.get_close_matches(op, known, n=1, cutoff=0.6)
+            hint = f" (did you mean {near[0]}?)" if near else f" (known: {', '.join(known)})"
+            yield _err(
+                f"deepspeed.prebuild_ops[{i}]",
+                f"{op} cannot be prebuilt at install time{hint}",
+                rule,
+            )
+
+
 RULES: dict[str, Rule] = {
     "torch_python": torch_python,
     "torch_cuda_variants": torch_cuda_variants,
@@ -275,4 +344,6 @@ RULES: dict[str, Rule] = {
     "openmpi5": openmpi5,
     "deepspeed_torch": deepspeed_torch,
     "nvidia_cuda_tags": nvidia_cuda_tags,
+    "cuda_wheels": cuda_wheels,
+    "deepspeed_install_ops": deepspeed_install_ops,
 }

@@ -21,6 +21,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import docker.types
 import requests.exceptions
 import urllib3.exceptions
 
@@ -40,6 +41,15 @@ KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1; done
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 INTERMEDIATE = re.compile(r"^ ---> (?:Running in )?([0-9a-f]{12,64})$")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})$")
+
+
+def gpu_requests(gpus: str | None) -> list[docker.types.DeviceRequest] | None:
+    """`--gpus all` or `--gpus N` as the Engine API's DeviceRequests (what `docker run --gpus`
+    sends): the NVIDIA container runtime then mounts the GPUs and the driver's libraries."""
+    if gpus is None:
+        return None
+    count = -1 if gpus == "all" else int(gpus)
+    return [docker.types.DeviceRequest(count=count, capabilities=[["gpu"]])]
 
 
 @dataclass
@@ -337,8 +347,10 @@ class Engine:
         environment: dict[str, str] | None = None,
         user: str | None = None,
         shm_size: str | None = None,
+        gpus: str | None = None,
     ) -> Container:
-        """A created (not started) container. `aliases` are extra DNS names on `network`."""
+        """A created (not started) container. `aliases` are extra DNS names on `network`;
+        `gpus`: all or a count, as `docker run --gpus` (needs the NVIDIA container runtime)."""
         networking = None
         if network is not None:
             endpoint = self.api.create_endpoint_config(aliases=aliases or None)
@@ -346,7 +358,10 @@ class Engine:
         binds = {src: {"bind": dest, "mode": "ro"} for src, dest in (volumes or {}).items()}
         with _engine_errors(f"cannot create a container from {image}", image=image):
             host_config = self.api.create_host_config(
-                binds=binds or None, shm_size=shm_size, network_mode=network
+                binds=binds or None,
+                shm_size=shm_size,
+                network_mode=network,
+                device_requests=gpu_requests(gpus),
             )
             created = self.api.create_container(
                 image,

@@ -96,7 +96,7 @@ def lock_inputs(plan: Plan) -> dict[str, Any]:
     env) leave it alone; a different package, version or base makes the lock stale."""
     return {
         "base": plan.base_image,
-        "bootstrap": plan.bootstrap.__dict__ if plan.bootstrap else None,
+        "bootstrap": plan.bootstrap.as_dict() if plan.bootstrap else None,
         "apt": {s.name: [list(s.packages), s.after] for s in plan.apt_stages},
         "pip": {s.stage: list(s.requirements) for s in plan.pip_steps},
         "ppa": plan.python_ppa,

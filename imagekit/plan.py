@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
+from imagekit.compat import rules_data
 from imagekit.ompi import OMPI5_MCA_RENAMES
 from imagekit.recipe import LoadedRecipe, Recipe
 
@@ -29,6 +30,11 @@ SYSTEM_PACKAGES = (
 )
 OPENMPI_DISTRO_PACKAGES = ("openmpi-bin", "libopenmpi-dev")
 OPENMPI_BUILD_PACKAGES = ("curl", "bzip2", "file", "perl")
+# cuda.source: wheels -- nvcc for DeepSpeed's prebuilt ops, in the deepspeed builder stage only
+# (Debian non-free; CUDA_HOME is /usr). setuptools: DeepSpeed's setup.py must see the
+# installed torch to compile ops, so its sdist builds without isolation.
+CUDA_TOOLKIT_PACKAGES = ("nvidia-cuda-toolkit", "python3-setuptools")
+CUDA_TOOLKIT_HOME = "/usr"
 OPENMPI_TARBALL_PREFIX = "/opt/openmpi"
 TORCH_EXTENSIONS_DIR = "/opt/imagekit/torch-extensions"
 BUILD_DIR = "/tmp/imagekit-build"  # only ever exists in builder stages
@@ -76,10 +82,19 @@ class BootstrapSpec:
     epoch: int
     variant: str = "apt"
     include: tuple[str, ...] = ("ca-certificates",)
+    components: tuple[str, ...] = ("main",)
+
+    def as_dict(self) -> dict[str, object]:
+        """The spec as recorded in locks and hashed into the base's name. The default
+        components are left out, so bases and locks made before the field existed stay valid."""
+        spec = dict(self.__dict__)
+        if self.components == ("main",):
+            del spec["components"]
+        return spec
 
     @property
     def digest(self) -> str:
-        blob = json.dumps(self.__dict__, sort_keys=True, default=list).encode()
+        blob = json.dumps(self.as_dict(), sort_keys=True, default=list).encode()
         return hashlib.sha256(blob).hexdigest()
 
     @property
@@ -152,6 +167,14 @@ class Plan:
     # pip stage -> requirements file (`name==version --hash=sha256:...`), when locked.
     pip_locks: dict[str, str] = field(default_factory=dict)
     locked: bool = False
+    # cuda.source: wheels: DeepSpeed's CUDA ops compiled when pip builds DeepSpeed (DS_BUILD_*),
+    # as installed ops that import without nvcc, instead of a JIT load at build time.
+    cuda_source: str | None = None
+    ds_build_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def cuda_toolkit_stage(self) -> bool:
+        return self.cuda_source == "wheels"
 
     @property
     def image(self) -> str:
@@ -174,6 +197,8 @@ class Plan:
             stages.append(AptStage("openmpi", self.openmpi_packages, below))
             below = "openmpi"
         stages.append(AptStage("python", self.python_packages, below))
+        if self.cuda_toolkit_stage:
+            stages.append(AptStage("cuda-toolkit", CUDA_TOOLKIT_PACKAGES, "python"))
         if self.apt_extras:
             stages.append(AptStage("image", self.apt_extras, "python"))
         return tuple(stages)
@@ -198,6 +223,7 @@ def make_plan(loaded: LoadedRecipe) -> Plan:
     ompi_major = Version(r.openmpi.version).major
     mpi_mca, prte_mca = _mca(r, ompi_major)
     etc = f"{OPENMPI_TARBALL_PREFIX}/etc" if tarball else "/etc/openmpi"
+    cuda_source = r.cuda.source if r.cuda else None
     return Plan(
         name=r.name,
         recipe_sha256=loaded.sha256,
@@ -216,7 +242,7 @@ def make_plan(loaded: LoadedRecipe) -> Plan:
         openmpi_tarball=tarball,
         pip_steps=_pip_steps(r),
         torch_index_url=r.torch.index_url,
-        prebuild_ops=r.deepspeed.prebuild_ops,
+        prebuild_ops=() if cuda_source == "wheels" else r.deepspeed.prebuild_ops,
         ds_accelerator="cpu" if r.cuda is None else "cuda",
         cuda_arch_list=r.deepspeed.cuda_arch_list,
         apt_extras=r.packages.apt,
@@ -235,7 +261,30 @@ def make_plan(loaded: LoadedRecipe) -> Plan:
         prte_mca=prte_mca,
         prte_conf_path=f"{etc}/prte-mca-params.conf" if ompi_major >= 5 else None,
         pip_over_distro=r.torch.source == "distro",
+        cuda_source=cuda_source,
+        ds_build_env=_ds_build_env(r) if cuda_source == "wheels" else {},
     )
+
+
+def ds_build_name(builder: str) -> str:
+    """DeepSpeed's install-time switch for an op builder class (FusedAdamBuilder ->
+    DS_BUILD_FUSED_ADAM), from data/compat.yaml; the compat rule rejects unknown builders."""
+    return "DS_BUILD_" + rules_data()["deepspeed_install_ops"]["table"][builder]
+
+
+def _ds_build_env(r: Recipe) -> dict[str, str]:
+    """pip builds DeepSpeed with these ops compiled in: no GPU is needed (TORCH_CUDA_ARCH_LIST
+    says which GPUs), and nothing is JIT-compiled when a rank loads them."""
+    env = {"DS_BUILD_OPS": "0"}
+    env.update({ds_build_name(op): "1" for op in r.deepspeed.prebuild_ops})
+    env.update(
+        {
+            "DS_ACCELERATOR": "cuda",
+            "TORCH_CUDA_ARCH_LIST": r.deepspeed.cuda_arch_list,
+            "CUDA_HOME": CUDA_TOOLKIT_HOME,
+        }
+    )
+    return env
 
 
 McaLines = tuple[tuple[str, str, str], ...]
@@ -279,9 +328,16 @@ def expected_versions(r: Recipe) -> dict[str, str]:
 
 
 def torch_pin(r: Recipe) -> str:
-    """PyTorch's own indexes publish local versions: 2.1.2+cu121, 2.13.0+cpu."""
+    """PyTorch's own indexes publish local versions: 2.1.2+cu121, 2.13.0+cpu. PyPI's Linux
+    wheels (cuda.source: wheels, no index_url) carry none: 2.6.0 is the cu124 build there."""
     version = Version(r.torch.version)
-    return str(version) if version.local else f"{version}+{r.torch.variant}"
+    if version.local or (_pypi_cuda_torch(r)):
+        return str(version)
+    return f"{version}+{r.torch.variant}"
+
+
+def _pypi_cuda_torch(r: Recipe) -> bool:
+    return r.cuda is not None and r.cuda.source == "wheels" and r.torch.index_url is None
 
 
 def image_tag(r: Recipe) -> str:
@@ -306,7 +362,7 @@ def _bootstrap(r: Recipe) -> BootstrapSpec | None:
     b = r.base.bootstrap
     if b is None:
         return None
-    return BootstrapSpec(suite=b.suite, mirror=b.mirror, epoch=b.epoch)
+    return BootstrapSpec(suite=b.suite, mirror=b.mirror, epoch=b.epoch, components=b.components)
 
 
 def _python_packages(r: Recipe) -> tuple[str, ...]:
@@ -377,4 +433,8 @@ def _labels(r: Recipe, sha: str, tag: str, expected: dict[str, str]) -> dict[str
         f"{LABEL_PREFIX}.mpi.allow-run-as-root": str(r.mpi.allow_run_as_root).lower(),
     }
     labels.update({f"{LABEL_PREFIX}.version.{k}": v for k, v in expected.items()})
+    if r.cuda is not None and r.cuda.source == "wheels":
+        labels[f"{LABEL_PREFIX}.cuda.source"] = "wheels"
+        # read by check (cuda-libraries): each must be installed and import
+        labels[f"{LABEL_PREFIX}.deepspeed.installed-ops"] = ",".join(r.deepspeed.prebuild_ops)
     return labels

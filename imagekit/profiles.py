@@ -63,6 +63,16 @@ class Profile(BaseModel):
     # root's files at mode 0640 read through the group (fsGroup: Trainer v2, K2).
     secret_files: Literal["owned", "group-readable"] = "owned"
     key_type: Literal["rsa", "ecdsa"] = "rsa"  # K2: an ECDSA P-521 key stored as id_rsa
+    # The driver's libraries, which the NVIDIA container runtime mounts into GPU containers:
+    # an image must not ship them, so cuda-libraries allows exactly these to be missing.
+    driver_libraries: tuple[str, ...] = (
+        "libcuda.so.1",
+        "libnvidia-ml.so.1",
+        "libnvidia-ptxjitcompiler.so.1",
+        "libnvidia-nvvm.so.4",
+        "libcudadebugger.so.1",
+        "libnvidia-cfg.so.1",
+    )
 
     @property
     def non_root(self) -> bool:

@@ -83,6 +83,20 @@ class Bootstrap(Model):
     suite: Literal["bookworm", "trixie"] = Field(description="Debian suite to bootstrap")
     mirror: str = Field("http://deb.debian.org/debian", description="Debian mirror URL")
     epoch: int = Field(1700000000, ge=0, description="SOURCE_DATE_EPOCH for a byte-identical base")
+    components: tuple[Literal["main", "contrib", "non-free", "non-free-firmware"], ...] = Field(
+        ("main",),
+        description="Archive components of the base's apt sources (contrib and non-free: "
+        "Debian's CUDA toolkit, for cuda.source: wheels)",
+    )
+
+    @field_validator("components")
+    @classmethod
+    def _main_first(cls, components: tuple[str, ...]) -> tuple[str, ...]:
+        if not components or components[0] != "main":
+            raise ValueError("must start with main")
+        if len(set(components)) != len(components):
+            raise ValueError("lists a component twice")
+        return components
 
 
 class Base(Model):
@@ -104,7 +118,16 @@ class Distro(Model):
 
 
 class Cuda(Model):
-    version: CudaVersion = Field(description="CUDA toolkit version in the base, e.g. 12.2.2")
+    version: CudaVersion = Field(
+        description="CUDA version: the base's toolkit (12.2.2), or the torch wheels' (12.4)"
+    )
+    source: Literal["base", "wheels"] = Field(
+        "base",
+        description="base: the base image carries CUDA (nvidia/cuda); wheels: no CUDA base, the "
+        "runtime comes from the torch wheel's nvidia-* dependencies (PyPI) and nvcc, for the "
+        "prebuilt DeepSpeed ops only, from Debian's non-free nvidia-cuda-toolkit in a builder "
+        "stage",
+    )
 
 
 class Python(Model):
@@ -264,6 +287,23 @@ class Recipe(Model):
     def _distro_torch_needs_distro_python(self) -> Recipe:
         if self.torch.source == "distro" and self.python.source != "distro":
             raise ValueError("torch.source: distro needs python.source: distro")
+        return self
+
+    @model_validator(mode="after")
+    def _cuda_wheels_needs_pip_torch_on_a_bootstrap(self) -> Recipe:
+        if self.cuda is None or self.cuda.source != "wheels":
+            return self
+        if self.torch.source != "pip" or self.torch.variant == "cpu":
+            raise ValueError("cuda.source: wheels needs torch.source: pip with a CUDA variant")
+        if self.base.bootstrap is None:
+            raise ValueError("cuda.source: wheels needs base.bootstrap (Debian's CUDA toolkit)")
+        missing = [c for c in ("contrib", "non-free") if c not in self.base.bootstrap.components]
+        if missing:
+            raise ValueError(
+                f"cuda.source: wheels needs {' and '.join(missing)} in base.bootstrap.components"
+                " (Debian's nvidia-cuda-toolkit is in non-free, some of its dependencies in"
+                " contrib)"
+            )
         return self
 
 

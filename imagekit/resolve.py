@@ -96,7 +96,7 @@ def _locked_base(plan: Plan, engine: Engine, report: Reporter) -> LockedBase:
     return LockedBase(
         image=plan.base_image,
         content_digest=base_content_digest(plan, engine),
-        bootstrap=plan.bootstrap.__dict__ if plan.bootstrap else None,
+        bootstrap=plan.bootstrap.as_dict() if plan.bootstrap else None,
     )
 
 

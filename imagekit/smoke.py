@@ -48,6 +48,10 @@ class SmokeOptions:
     user: str = "root"
     key_dir: str = "/root/.ssh"
     sshd_config: str | None = None
+    # Extra variables for every rank: set in each container and passed on with mpirun -x
+    # (DS_ACCELERATOR=cpu runs a GPU image's MPI half on a host without GPUs).
+    env: tuple[tuple[str, str], ...] = ()
+    gpus: str | None = None  # all | N, on every worker (the NVIDIA container runtime's)
 
 
 OPERATORS = ("mpi-operator", "trainer-v2")
@@ -99,6 +103,7 @@ def default_command(
         ssh_port=options.port or 22,
         ld_library_path="LD_LIBRARY_PATH" in env,
         openmpi_major=openmpi_major,
+        env=tuple(name for name, _ in options.env),
     )
     return recommend(request).argv
 
@@ -341,6 +346,8 @@ def _start_worker(engine, image, top, index, volumes, options, label, user=None)
         volumes=volumes,
         shm_size=options.shm_size,
         labels=label,
+        environment=dict(options.env) or None,
+        gpus=options.gpus,
     )
 
 
@@ -356,7 +363,7 @@ def _start_launcher(engine, image, top, volumes, options, label, user=None) -> C
         volumes=volumes,
         shm_size=options.shm_size,
         labels=label,
-        environment=launcher_env(options, top),
+        environment={**launcher_env(options, top), **dict(options.env)},
     )
     # Trainer v2 mounts its hostfile from a ConfigMap, read-only (0444)
     mode = 0o444 if options.operator == "trainer-v2" else 0o644

@@ -40,6 +40,7 @@ SECTIONS = (
     "checks_mpi.py",
     "checks_ssh.py",
     "checks_versions.py",
+    "checks_cuda.py",
     "checks_profile.py",
     "checks_layers.py",
 )
@@ -170,6 +171,7 @@ def run_checks(
     report: Reporter,
     recipe: Path | None = None,
     port: int | None = None,
+    gpus: str | None = None,
 ) -> CheckReport:
     engine = Engine.connect()
     info = engine.inspect_image(image)
@@ -191,7 +193,7 @@ def run_checks(
     report(Message(f"starting a container from {image}"))
     try:
         ctx.prefetch_layers()
-        with engine.container(image, user="0", **ctx.keepalive()) as box:
+        with engine.container(image, user="0", gpus=gpus, **ctx.keepalive()) as box:
             ctx.container = box
             ctx.initial = _initial_facts(box, profile.user)
             results = _run_suite(ctx, report)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -33,18 +32,42 @@ def found_dist(name: str):
     return find
 
 
+# Where an image's CUDA version shows, most direct first: a CUDA base's toolkit file, the
+# version torch was built with, the runtime wheel torch loads, a toolkit's nvcc.
+CUDA_SOURCES = (
+    (
+        "/usr/local/cuda/version.json",
+        'python3 -c "import json; print(json.load(open('
+        "'/usr/local/cuda/version.json'))['cuda']['version'])\"",
+    ),
+    ("torch.version.cuda", "python3 -c 'import torch; print(torch.version.cuda or \"\")'"),
+    ("nvidia-cuda-runtime-cu12", PY_DIST.format("nvidia-cuda-runtime-cu12")),
+    ("nvcc", "nvcc --version | sed -n 's/.*release \\([0-9.]*\\),.*/\\1/p'"),
+)
+
+
+def cuda_versions(host) -> dict[str, str]:
+    """Every place the image states its CUDA version: all of them must match the claim."""
+    found = {}
+    for source, command in CUDA_SOURCES:
+        r = host.run(command)
+        if r.rc == 0 and r.stdout.strip():
+            found[source] = r.stdout.strip().splitlines()[-1]
+    return found
+
+
 def found_cuda(host) -> str | None:
-    r = host.run("cat /usr/local/cuda/version.json")
-    if r.rc == 0:
-        try:
-            return json.loads(r.stdout)["cuda"]["version"]
-        except (ValueError, KeyError):
-            pass
-    m = re.search(r"release (\d+\.\d+)", host.run("nvcc --version").stdout)
-    return m.group(1) if m else None
+    found = cuda_versions(host)
+    return next(iter(found.values()), None)
 
 
 def found_nccl(host) -> str | None:
+    # The NCCL torch really loads (a wheel's, or a system one), then the packages that ship one.
+    r = host.run(
+        "python3 -c 'import torch; print(\".\".join(map(str, torch.cuda.nccl.version())))'"
+    )
+    if r.rc == 0 and re.match(r"^\d+\.\d+\.\d+$", r.stdout.strip()):
+        return r.stdout.strip()
     for dist in ("nvidia-nccl-cu12", "nvidia-nccl-cu11", "nvidia-nccl-cu13"):
         found = found_dist(dist)(host)
         if found:
@@ -58,7 +81,12 @@ def _matches(component: str, expected: str, found: str) -> bool:
     if component == "python":
         return found == expected
     if component == "cuda":
-        return found == expected or expected.startswith(found + ".")
+        # 12.2 (nvcc) in a 12.2.2 claim, 12.4.127 (the runtime wheel) in a 12.4 claim
+        return (
+            found == expected
+            or expected.startswith(found + ".")
+            or found.startswith(expected + ".")
+        )
     return found == expected or found.split("+")[0] == expected  # 2.13.0 declared, 2.13.0+cpu found
 
 
@@ -101,4 +129,14 @@ def check_version(ctx, host, note, component):
         _matches(component, expected, found),
         (f"{component}: declared {expected} ({ctx.expected_source}), found {found}"),
     )
+    if component == "cuda":
+        every = cuda_versions(host)
+        wrong = {src: v for src, v in every.items() if not _matches("cuda", expected, v)}
+        expect(
+            not wrong,
+            f"cuda: declared {expected} ({ctx.expected_source}), but "
+            + ", ".join(f"{src} says {v}" for src, v in wrong.items()),
+        )
+        note("info", "cuda " + ", ".join(f"{v} ({src})" for src, v in every.items()))
+        return
     note("info", f"{component} {found}")

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# imagekit-apt-install PACKAGE[=VERSION]...: install without recommends, then remove what
+# varies from build to build (package lists, caches, logs), in the same layer.
+# A lock file pins exact versions; when the mirror no longer has one, apt's error wall is
+# replaced by one marker line naming the pins, which `imagekit build` turns into its error.
+# A mirror with credentials (`imagekit build --apt-mirror http://user:TOKEN@...`): the
+# credentials come from the URL in APT_AUTH_URL, served by imagekit only while the build
+# runs, and are deleted when this script ends, so they never reach a layer.
+set -euo pipefail
+[ "$#" -gt 0 ] || exit 0
+if [ -n "${APT_AUTH_URL:-}" ]; then
+    auth=/etc/apt/auth.conf.d/imagekit-build.conf
+    trap 'rm -f "$auth"' EXIT
+    mkdir -p /etc/apt/auth.conf.d
+    (umask 077 && /usr/lib/apt/apt-helper download-file "$APT_AUTH_URL" "$auth" > /dev/null)
+    # apt downloads as _apt: it must read the file, or apt warns and downloads as root.
+    chown _apt "$auth" 2> /dev/null || true
+fi
+apt-get update
+if ! apt-get install -s --no-install-recommends "$@" > /dev/null 2> /tmp/imagekit-apt.err; then
+    missing=$(sed -n "s/^E: Version '\([^']*\)' for '\([^']*\)' was not found$/\2=\1/p" /tmp/imagekit-apt.err)
+    if [ -n "$missing" ]; then
+        echo "imagekit-apt-missing:" $missing
+        exit 100
+    fi
+    cat /tmp/imagekit-apt.err >&2
+    exit 100
+fi
+apt-get install -y --no-install-recommends "$@"
+rm -rf /tmp/imagekit-apt.err /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/debconf/*-old \
+    /var/log/apt/* /var/log/dpkg.log /var/log/alternatives.log /var/cache/ldconfig/aux-cache

@@ -1,0 +1,120 @@
+"""Run inside an image by `imagekit check` (python3 - < this file): do the shared libraries of
+torch, its nvidia-* wheels and DeepSpeed's prebuilt ops resolve, and do the ops import? No GPU
+is needed. Prints one JSON object. Imports nothing of the image's packages except in the op
+import step, which runs in a child process so a crash there is reported, not fatal."""
+
+import glob
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+
+def package_dir(name):
+    try:
+        spec = importlib.util.find_spec(name)  # does not import the package
+    except (ImportError, ValueError):
+        return None
+    return os.path.dirname(spec.origin) if spec and spec.origin else None
+
+
+def missing(lib, loader_path):
+    """Libraries `ldd` cannot find for `lib`; loader_path: what is loaded in-process first."""
+    env = dict(os.environ)
+    if loader_path:
+        env["LD_LIBRARY_PATH"] = ":".join(loader_path)
+    out = subprocess.run(["ldd", lib], capture_output=True, text=True, env=env).stdout
+    return sorted({line.split()[0] for line in out.splitlines() if "not found" in line})
+
+
+OP_IMPORT = r"""
+import importlib, json, sys
+import torch
+from deepspeed.accelerator import get_accelerator
+from deepspeed.git_version_info import installed_ops, torch_info
+wanted = [a for a in sys.argv[1:] if a]
+results = {}
+accel = get_accelerator()
+if not wanted:  # an image imagekit did not build: every op DeepSpeed says it installed
+    from deepspeed.ops.op_builder.all_ops import ALL_OPS
+    wanted = [type(ALL_OPS[n]).__name__ for n, on in installed_ops.items() if on and n in ALL_OPS]
+for name in wanted:
+    try:
+        builder = accel.create_op_builder(name)
+        if builder is None:
+            raise RuntimeError("unknown to this DeepSpeed")
+        if not installed_ops.get(builder.NAME):
+            raise RuntimeError("not installed (a rank would JIT-compile it, which needs nvcc)")
+        builder.validate_torch_version(torch_info)
+        importlib.import_module(builder.absolute_name())
+        results[name] = "ok"
+    except BaseException as exc:
+        results[name] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
+print(json.dumps(results))
+"""
+
+
+def op_imports(ops, ds_dir):
+    if ds_dir is None:
+        return {}
+    env = dict(os.environ, DS_ACCELERATOR="cuda")
+    proc = subprocess.run(
+        [sys.executable, "-c", OP_IMPORT, *ops], capture_output=True, text=True, env=env
+    )
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return {op: f"python exited {proc.returncode}: {tail}" for op in ops}
+
+
+def main():
+    ops = [a for a in sys.argv[1].split(",") if a] if len(sys.argv) > 1 else []
+    torch_dir = package_dir("torch")
+    if torch_dir is None:
+        print(json.dumps({"torch": None}))
+        return
+    site = os.path.dirname(torch_dir)
+    nvidia_libs = sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))
+    loader_path = [os.path.join(torch_dir, "lib"), *nvidia_libs]
+    ds_dir = package_dir("deepspeed")
+    groups = {
+        "torch": (glob.glob(os.path.join(torch_dir, "lib", "*.so*")), []),
+        "nvidia": ([f for d in nvidia_libs for f in glob.glob(os.path.join(d, "*.so*"))], []),
+        # Op libraries link libc10/libtorch by name: they load after `import torch`.
+        "deepspeed-ops": (
+            glob.glob(os.path.join(ds_dir, "ops", "**", "*.so"), recursive=True) if ds_dir else [],
+            loader_path,
+        ),
+        "torch-extensions": (
+            glob.glob(
+                os.path.join(os.environ.get("TORCH_EXTENSIONS_DIR", "/nonexistent"), "**", "*.so"),
+                recursive=True,
+            ),
+            loader_path,
+        ),
+    }
+    unresolved = {}
+    counts = {}
+    for group, (libs, path) in groups.items():
+        counts[group] = len(libs)
+        for lib in sorted(libs):
+            if os.path.islink(lib):
+                continue
+            gone = missing(lib, path)
+            if gone:
+                unresolved[lib] = gone
+    print(
+        json.dumps(
+            {
+                "torch": torch_dir,
+                "counts": counts,
+                "unresolved": unresolved,
+                "ops": op_imports(ops, ds_dir),
+            }
+        )
+    )
+
+
+main()

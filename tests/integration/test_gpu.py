@@ -1,0 +1,137 @@
+"""The GPU recipe (recipes/deepspeed-gpu.yaml: CUDA from PyPI wheels, nvcc from Debian's
+toolkit, no registry) built for real from its lock, then proven without a GPU: `check` with
+the CUDA facts (versions, every library resolves, the prebuilt ops import), smoke 2x2 on the
+CPU, and broken variants that each fail exactly cuda-libraries. The image and its builder
+stages are removed when the module ends (a cold build peaks at ~21 GB)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from imagekit.loader import load_recipe
+from imagekit.plan import make_plan
+
+from .conftest import RECIPES, BuiltImage, imagekit, run_in
+from .images import build
+
+GPU_RECIPE = RECIPES / "deepspeed-gpu.yaml"
+SITE = "/usr/local/lib/python3.13/dist-packages"
+
+# name -> (Dockerfile lines on top of the GPU image, what the check's evidence must name)
+BROKEN_GPU = {
+    # A CUDA library the torch wheel needs is gone (a slimmed image, a wheel left out).
+    "missing-cublaslt": (
+        f"RUN rm {SITE}/nvidia/cublas/lib/libcublasLt.so.12",
+        "libcublasLt.so.12 not found",
+    ),
+    # The ops were compiled against another torch: DeepSpeed records the torch it built
+    # its ops with, and refuses to load them under another (as after a torch upgrade that
+    # did not rebuild DeepSpeed).
+    "ops-from-another-torch": (
+        "RUN sed -i \"s/'version': '2.6'/'version': '2.5'/\" "
+        f"{SITE}/deepspeed/git_version_info_installed.py "
+        f"&& grep -q \"'version': '2.5'\" {SITE}/deepspeed/git_version_info_installed.py",
+        "PyTorch version mismatch",
+    ),
+    # An op the image claims as prebuilt is not there.
+    "op-library-missing": (
+        f"RUN rm {SITE}/deepspeed/ops/adam/fused_adam_op*.so",
+        "FusedAdamBuilder",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def gpu_image(engine):
+    """Built --locked from the committed lock, as CI publishes it; removed afterwards with
+    everything only it used (its builder stages hold the toolkit and a second torch)."""
+    result = imagekit("build", str(GPU_RECIPE), "--locked", "--plain", timeout=3600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    plan = make_plan(load_recipe(GPU_RECIPE))
+    image = BuiltImage(plan.image, engine.inspect_image(plan.image)["Id"], result.stdout)
+    yield image
+    for ref in (*plan.tags, *plan.moving_tags):
+        if engine.image_exists(ref):
+            engine.api.remove_image(ref, force=True)
+
+
+def check_json(image: str, tmp_path: Path, *args: str) -> tuple[int, dict, str]:
+    report = tmp_path / "report.json"
+    result = imagekit("check", image, "--report", str(report), *args, timeout=900)
+    return result.returncode, json.loads(report.read_text()), result.stdout + result.stderr
+
+
+def by_id(report: dict) -> dict[str, dict]:
+    return {r["id"]: r for r in report["results"]}
+
+
+def test_gpu_image_passes_check_with_its_cuda_facts(gpu_image, tmp_path):
+    code, report, output = check_json(gpu_image.ref, tmp_path)
+    assert code == 0, output
+    results = by_id(report)
+    cuda = results["version-cuda"]
+    assert cuda["status"] in ("pass", "info"), cuda
+    text = json.dumps(cuda)
+    # every place the image states its CUDA: torch's build, the runtime wheel
+    assert "12.4 (torch.version.cuda)" in text and "12.4.127 (nvidia-cuda-runtime-cu12)" in text
+    assert "nvcc" not in text  # the toolkit never reached the image
+    nccl = json.dumps(results["version-nccl"])
+    assert "2.21.5" in nccl
+    libs = json.dumps(results["cuda-libraries"])
+    assert results["cuda-libraries"]["status"] in ("pass", "info"), libs
+    assert "FusedAdamBuilder" in libs and "CPUAdamBuilder" in libs
+    assert "libcuda.so.1" in libs  # left to the NVIDIA container runtime, and said so
+
+
+def test_toolkit_stays_in_the_builder_stage(engine, gpu_image):
+    code, out = run_in(
+        engine,
+        gpu_image.ref,
+        f"command -v nvcc; ls /usr/lib/nvidia-cuda-toolkit 2>&1; ls {SITE}/deepspeed/ops/adam/",
+    )
+    assert "/nvcc" not in out.split("No such file")[0], out
+    assert "No such file or directory" in out
+    assert "fused_adam_op" in out and "cpu_adam_op" in out, out
+
+
+def test_gpu_image_smoke_runs_2x2_on_cpu(engine, gpu_image):
+    result = imagekit(
+        "smoke",
+        gpu_image.ref,
+        "--env",
+        "DS_ACCELERATOR=cpu",
+        "--workers",
+        "2",
+        "--slots",
+        "2",
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    probes = [
+        json.loads(line.split("IMAGEKIT_PROBE ", 1)[1])
+        for line in result.stderr.splitlines()
+        if "IMAGEKIT_PROBE " in line
+    ]
+    assert sorted(p["rank"] for p in probes) == [0, 1, 2, 3]
+    assert all(p["allreduce"] == 4 for p in probes)
+    assert "-x DS_ACCELERATOR" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("name", list(BROKEN_GPU))
+def test_broken_gpu_variant_fails_exactly_cuda_libraries(engine, gpu_image, tmp_path, name):
+    extra, evidence = BROKEN_GPU[name]
+    ref = build(
+        engine,
+        tmp_path / name,
+        f"imagekit-test/gpu-{name}:latest",
+        f"FROM {gpu_image.ref}\n{extra}\n",
+        {},
+    )
+    code, report, output = check_json(ref, tmp_path)
+    assert code == 7, output
+    failed = {r["id"]: r for r in report["results"] if r["status"] == "fail"}
+    assert set(failed) == {"cuda-libraries"}, output
+    assert evidence in failed["cuda-libraries"]["evidence"], failed
