@@ -47,6 +47,8 @@ for name in wanted:
         if not installed_ops.get(builder.NAME):
             raise RuntimeError("not installed (a rank would JIT-compile it, which needs nvcc)")
         builder.validate_torch_version(torch_info)
+        if torch.version.cuda:  # the CUDA the ops were built with, checked with no GPU too
+            builder.validate_torch_op_version(torch_info)
         importlib.import_module(builder.absolute_name())
         results[name] = "ok"
     except BaseException as exc:

@@ -33,7 +33,9 @@ BROKEN_GPU = {
     "ops-from-another-torch": (
         "RUN sed -i \"s/'version': '2.6'/'version': '2.5'/\" "
         f"{SITE}/deepspeed/git_version_info_installed.py "
-        f"&& grep -q \"'version': '2.5'\" {SITE}/deepspeed/git_version_info_installed.py",
+        f"&& grep -q \"'version': '2.5'\" {SITE}/deepspeed/git_version_info_installed.py "
+        # the image's bytecode is hash-checked never (reproducible builds): drop the stale one
+        f"&& rm {SITE}/deepspeed/__pycache__/git_version_info_installed.*.pyc",
         "PyTorch version mismatch",
     ),
     # An op the image claims as prebuilt is not there.

@@ -224,3 +224,17 @@ def test_a_users_command_that_reaches_a_worker_passes():
     engine.run_command = reaches_one
     result = run(engine, workers=2, slots=1, command=("mpirun", "./app"))
     assert result.passed, result.problems
+
+
+def test_env_reaches_every_container_and_the_ranks_and_gpus_the_workers():
+    engine = FakeEngine()
+    result = run(engine, env=(("DS_ACCELERATOR", "cpu"),), gpus="all")
+    assert result.passed, result.problems
+    workers = [c for c in engine.started if "worker" in c.name]
+    (launcher,) = [c for c in engine.started if c.name.endswith("-launcher")]
+    for box in (*workers, launcher):
+        assert box.kwargs["environment"]["DS_ACCELERATOR"] == "cpu"
+    # the ranks on the workers get it from mpirun, as sshd passes no container environment
+    assert "-x DS_ACCELERATOR" in " ".join(result.command)
+    assert all(box.kwargs["gpus"] == "all" for box in workers)
+    assert "gpus" not in launcher.kwargs  # mpi-operator's launcher requests no GPU
