@@ -52,6 +52,9 @@ def main() -> None:
     disk = DiskPeak()
     cold, cold_s, _ = timed_build(GPU, no_cache=True, locked=True)
     peak = disk.stop()
+    # As in bench_build.py: the legacy builder's first cached build after a --no-cache build
+    # may rebuild from the first COPY on; it is reported, and the no-op rebuild measured after.
+    _, after_cold_s, _ = timed_build(GPU, locked=True)
     _, warm_s, _ = timed_build(GPU, locked=True)
     cpu, cpu_s, _ = timed_build(CPU, locked=True)
     rows = []
@@ -68,6 +71,7 @@ def main() -> None:
         f"imagekit build: {GPU.name} next to {CPU.name}",
         [
             ("gpu: cold build (--no-cache, --locked)", f"{cold_s:.1f} s", ""),
+            ("gpu: first cached build after --no-cache", f"{after_cold_s:.1f} s", "(quirk)"),
             ("gpu: warm no-op rebuild", f"{warm_s:.1f} s", "<= 3 s"),
             ("gpu: peak disk during the cold build", f"{peak:.1f} GB", "(runner: ~14 GB free)"),
             ("cpu: cached build", f"{cpu_s:.1f} s", ""),
