@@ -2,7 +2,7 @@
 toolkit, no registry) built for real from its lock, then proven without a GPU: `check` with
 the CUDA facts (versions, every library resolves, the prebuilt ops import), smoke 2x2 on the
 CPU, and broken variants that each fail exactly cuda-libraries. The image and its builder
-stages are removed when the module ends (a cold build peaks at ~21 GB)."""
+stages are removed when the module ends (a cold build peaks at ~31 GB)."""
 
 from __future__ import annotations
 
