@@ -331,7 +331,7 @@ def torch_pin(r: Recipe) -> str:
     """PyTorch's own indexes publish local versions: 2.1.2+cu121, 2.13.0+cpu. PyPI's Linux
     wheels (cuda.source: wheels, no index_url) carry none: 2.6.0 is the cu124 build there."""
     version = Version(r.torch.version)
-    if version.local or (_pypi_cuda_torch(r)):
+    if version.local or _pypi_cuda_torch(r):
         return str(version)
     return f"{version}+{r.torch.variant}"
 

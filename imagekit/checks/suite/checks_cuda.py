@@ -41,10 +41,10 @@ def check_cuda_libraries(ctx, host, note):
         pytest.skip("no torch in the image")
     driver = set(ctx.profile.driver_libraries)
     broken = {
-        lib: [name for name in names if name not in driver]
+        lib: gone
         for lib, names in found["unresolved"].items()
+        if (gone := [name for name in names if name not in driver])
     }
-    broken = {lib: names for lib, names in broken.items() if names}
     counts = ", ".join(f"{n} {group}" for group, n in found["counts"].items() if n)
     expect(
         not broken,
