@@ -25,7 +25,7 @@ import docker.types
 import requests.exceptions
 import urllib3.exceptions
 
-from imagekit import journal
+from imagekit import journal, signals
 from imagekit.errors import (
     BuildError,
     EngineError,
@@ -363,18 +363,19 @@ class Engine:
                 network_mode=network,
                 device_requests=gpu_requests(gpus),
             )
-            created = self.api.create_container(
-                image,
-                command=command,
-                entrypoint=entrypoint,
-                name=name,
-                hostname=hostname,
-                labels=labels or {},
-                environment=environment,
-                user=user,
-                host_config=host_config,
-                networking_config=networking,
-            )
+            with signals.deferred():  # an ID we hold is one cleanup can remove
+                created = self.api.create_container(
+                    image,
+                    command=command,
+                    entrypoint=entrypoint,
+                    name=name,
+                    hostname=hostname,
+                    labels=labels or {},
+                    environment=environment,
+                    user=user,
+                    host_config=host_config,
+                    networking_config=networking,
+                )
         return Container(self, created["Id"], name or created["Id"][:12])
 
     def start_container(self, image: str, **kwargs: Any) -> Container:
@@ -423,7 +424,7 @@ class Engine:
 
     def create_network(self, name: str, labels: dict[str, str]) -> Network:
         """A private bridge network (no route out): containers reach each other by name."""
-        with _engine_errors(f"cannot create network {name}"):
+        with _engine_errors(f"cannot create network {name}"), signals.deferred():
             self.api.create_network(name, driver="bridge", internal=True, labels=labels)
         return Network(self, name)
 
@@ -466,14 +467,33 @@ class Engine:
             return False
         return True
 
-    def remove_labelled(self, label: str) -> int:
-        """Remove every container and network carrying `label` (key=value); count removed."""
-        containers, networks = self.labelled(label)
-        for c in containers:
-            Container(self, c["id"], c["name"]).remove()
-        for n in networks:
-            Network(self, n["name"]).remove()
-        return len(containers)
+    def remove_labelled(self, label: str, rounds: int = 5) -> int:
+        """Remove every container and network carrying `label` (key=value); count the
+        containers removed. Each round tries everything it lists (one refusal does not stop
+        the rest) and lists again: a container still starting or an endpoint still attached
+        can refuse once. Raises the last refusal if something is left after `rounds`."""
+        removed = 0
+        for attempt in range(rounds):
+            containers, networks = self.labelled(label)
+            if not containers and not networks:
+                return removed
+            refusals: list[EngineError] = []
+            for c in containers:
+                try:
+                    Container(self, c["id"], c["name"]).remove()
+                    removed += 1
+                except EngineError as exc:
+                    refusals.append(exc)
+            for n in networks:  # after the containers: an attached network cannot go
+                try:
+                    Network(self, n["name"]).remove()
+                except EngineError as exc:
+                    refusals.append(exc)
+            if refusals and attempt == rounds - 1:
+                raise refusals[-1]
+            if refusals:
+                time.sleep(0.5)
+        return removed
 
 
 class Container:
