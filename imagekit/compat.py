@@ -33,7 +33,7 @@ class Finding:
 @cache
 def rules_data() -> dict[str, Any]:
     text = resources.files("imagekit").joinpath("data/compat.yaml").read_text("utf-8")
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
 
 
 def findings(recipe: Recipe) -> list[Finding]:

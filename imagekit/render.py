@@ -63,11 +63,25 @@ def _dquote(value: object) -> str:
     return f'"{text}"'
 
 
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates under $XDG_CACHE_HOME/imagekit/templates: compiling them is most of a
+    render's time. Jinja2 keys each entry by the template's source checksum, so an entry from
+    another imagekit version is never used for a changed template."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    directory = Path(base) / "imagekit" / "templates"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None  # a read-only home: compile every time, as without a cache
+    return jinja2.FileSystemBytecodeCache(str(directory))
+
+
 def template_environment(trim_blocks: bool = False) -> jinja2.Environment:
     """The package's templates. `trim_blocks` for templates that branch on nearly every line
     (templates/adapt/): block tags then leave no blank lines behind."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("imagekit", "templates"),
+        bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=trim_blocks,

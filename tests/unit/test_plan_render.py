@@ -191,6 +191,19 @@ def test_render_is_deterministic():
     assert render_context(plan_of(path)).files == render_context(plan_of(path)).files
 
 
+def test_compiled_templates_are_cached_and_a_corrupt_entry_is_recompiled(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    plan = plan_of(RECIPES / "deepspeed-cu124.yaml")
+    cold = render_context(plan).files
+    entries = sorted((tmp_path / "imagekit" / "templates").iterdir())
+    assert entries  # the compiled templates were stored
+    assert render_context(plan).files == cold  # rendered from the stored code
+    for entry in entries:
+        entry.write_bytes(b"not jinja2 bytecode")
+    assert render_context(plan).files == cold
+    assert all(entry.read_bytes() != b"not jinja2 bytecode" for entry in entries)  # rewritten
+
+
 @pytest.mark.parametrize("path", UNIT_RECIPES, ids=[p.stem for p in UNIT_RECIPES])
 def test_golden_render(path):
     """Exact render of each template branch. IMAGEKIT_UPDATE_GOLDENS=1 rewrites them."""
