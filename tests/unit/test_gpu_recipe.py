@@ -16,6 +16,7 @@ from imagekit.cli import cli
 from imagekit.engine import gpu_requests
 from imagekit.errors import RecipeError
 from imagekit.loader import load_recipe
+from imagekit.lockfile import locked_plan
 from imagekit.plan import BootstrapSpec, ds_build_name, make_plan
 from imagekit.render import render_context
 
@@ -65,6 +66,27 @@ def test_the_toolkit_reaches_only_the_deepspeed_builder_stage():
     assert "--no-build-isolation" in deepspeed and 'DS_BUILD_FUSED_ADAM="1"' in deepspeed
     # torch is copied in before the toolkit: the image reuses that very layer
     assert deepspeed.index("COPY --from=pip-torch") < deepspeed.index("nvidia-cuda-toolkit")
+
+
+def test_locked_ops_are_built_from_a_fixed_directory_one_compile_at_a_time():
+    """pip's random build directory and nvcc's process ID end up in the op libraries; the
+    locked render builds the sdist where the path is always the same (bench_repro shows the
+    rebuild is bit-identical)."""
+    plan, _ = locked_plan(load_recipe(GPU), locked=True)
+    dockerfile = render_context(plan).files["Dockerfile"]
+    stage = next(s for s in dockerfile.split("\nFROM ") if s.startswith("python AS pip-deepspeed"))
+    run = stage[stage.index("pip download") :]
+    download, build, install = (run.index(w) for w in ("pip download", "pip wheel", "pip install"))
+    assert download < build < install
+    assert "--require-hashes" in run[:build]  # the locked files, each checked
+    assert "/tmp/imagekit-build/src/" in run[download:build]  # unpacked to a fixed path
+    wheel = run[run.index("compgen") : install]
+    assert 'DS_BUILD_FUSED_ADAM="1"' in wheel and "MAX_JOBS=1" in wheel
+    assert "--no-build-isolation" in wheel
+    assert "--no-index --find-links /tmp/imagekit-build/dist" in run[install:]
+    # unlocked, pip installs from the index as before (nothing pinned to download)
+    unlocked = render_context(make_plan(load_recipe(GPU))).files["Dockerfile"]
+    assert "pip wheel" not in unlocked
 
 
 def test_cpu_recipes_keep_the_jit_prebuild_and_no_toolkit():
