@@ -4,6 +4,7 @@ short-lived one for the mounted-key check) is removed on success, failure and Ct
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -33,6 +34,7 @@ from imagekit.plan import LABEL_PREFIX, make_plan
 from imagekit.profiles import Profile
 from imagekit.secrets import keygen, split_keygen_output, write_secret
 
+OPS_LABEL = f"{LABEL_PREFIX}.deepspeed.installed-ops"  # the ops the build compiled in
 CHECK_LABEL = f"{LABEL_PREFIX}.check"  # on every container a check starts; value: the run
 # Check files in report order (pytest collects them alphabetically): the basics an
 # MPIJob needs first, the layer walk last, so the layer export overlaps the rest.
@@ -63,6 +65,7 @@ class CheckContext:
     container: Container | None = None
     initial: dict[str, str] = field(default_factory=dict)  # facts read before any check ran
     _layers: list[LayerFile] | None = None
+    _torch: _Background | None = None
     _workdir: Path | None = None
     layer_source: str = ""  # how the layers were read, for the report
 
@@ -82,6 +85,19 @@ class CheckContext:
         the export is the slowest part of a check (the engine re-tars every layer). A daemon
         thread, so an interrupted check exits at once instead of waiting for the export."""
         self._prefetch = _Background(self._walk_layers)
+
+    def prefetch_torch(self) -> None:
+        """What the image's torch says (the CUDA it was built with, the NCCL it loads, its
+        libraries and DeepSpeed's prebuilt ops), gathered by one background exec while the
+        ssh and MPI checks run: importing torch takes seconds, and three checks need it."""
+        box, ops = self.container, self.labels.get(OPS_LABEL, "")
+        self._torch = _Background(lambda: _torch_probe(box, ops))
+
+    def torch_facts(self) -> dict[str, Any]:
+        """The probe's JSON: {"torch": None} without torch, {"error": ...} if it failed."""
+        if self._torch is None:
+            self.prefetch_torch()
+        return self._torch.result()
 
     def _walk_layers(self) -> list[LayerFile]:
         """In place from the engine's overlay2 directories where this process can read them
@@ -141,6 +157,15 @@ class _Background:
         return self._value
 
 
+def _torch_probe(box: Container, ops: str) -> dict[str, Any]:
+    script = resources.files("imagekit").joinpath("data/cuda_probe.py").read_text("utf-8")
+    code, out = box.exec(["python3", "-c", script, ops])
+    try:
+        return json.loads(out.strip().splitlines()[-1]) if code == 0 else {"error": out}
+    except (ValueError, IndexError):
+        return {"error": out}
+
+
 def _worth_reading(path: str, size: int) -> bool:
     """Small files where keys, certificates or credentials hide; their heads are read: every
     text-sized file under /etc (apt sources and auth, environment, profile.d, pip and conda
@@ -196,6 +221,7 @@ def run_checks(
         with engine.container(image, user="0", gpus=gpus, **ctx.keepalive()) as box:
             ctx.container = box
             ctx.initial = _initial_facts(box, profile.user)
+            ctx.prefetch_torch()
             results = _run_suite(ctx, report)
             _still_there(box)  # else the results blame the image for the engine's failure
     finally:

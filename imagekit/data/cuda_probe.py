@@ -1,7 +1,9 @@
-"""Run inside an image by `imagekit check` (python3 - < this file): do the shared libraries of
-torch, its nvidia-* wheels and DeepSpeed's prebuilt ops resolve, and do the ops import? No GPU
-is needed. Prints one JSON object. Imports nothing of the image's packages except in the op
-import step, which runs in a child process so a crash there is reported, not fatal."""
+"""Run inside an image by `imagekit check` (python3 -c <this file> OPS), once per check, in the
+background: what torch says about CUDA and NCCL, do the shared libraries of torch, its
+nvidia-* wheels and DeepSpeed's prebuilt ops resolve, and do the ops import? No GPU is
+needed. Prints one JSON object. Imports nothing of the image's packages except in one child
+process (torch is imported once there, for every fact), so a crash there is reported, not
+fatal."""
 
 import glob
 import importlib.util
@@ -28,47 +30,52 @@ def missing(lib, loader_path):
     return sorted({line.split()[0] for line in out.splitlines() if "not found" in line})
 
 
-OP_IMPORT = r"""
+TORCH_FACTS = r"""
 import importlib, json, sys
 import torch
-from deepspeed.accelerator import get_accelerator
-from deepspeed.git_version_info import installed_ops, torch_info
-wanted = [a for a in sys.argv[1:] if a]
-results = {}
-accel = get_accelerator()
-if not wanted:  # an image imagekit did not build: every op DeepSpeed says it installed
-    from deepspeed.ops.op_builder.all_ops import ALL_OPS
-    wanted = [type(ALL_OPS[n]).__name__ for n, on in installed_ops.items() if on and n in ALL_OPS]
-for name in wanted:
-    try:
-        builder = accel.create_op_builder(name)
-        if builder is None:
-            raise RuntimeError("unknown to this DeepSpeed")
-        if not installed_ops.get(builder.NAME):
-            raise RuntimeError("not installed (a rank would JIT-compile it, which needs nvcc)")
-        builder.validate_torch_version(torch_info)
-        if torch.version.cuda:  # the CUDA the ops were built with, checked with no GPU too
-            builder.validate_torch_op_version(torch_info)
-        importlib.import_module(builder.absolute_name())
-        results[name] = "ok"
-    except BaseException as exc:
-        results[name] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
-print(json.dumps(results))
+facts = {"torch_cuda": torch.version.cuda or None, "nccl": None, "ops": {}}
+try:  # the NCCL torch really loads (a wheel's, or a system one); CPU torch has none
+    facts["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+except Exception:
+    pass
+wanted = [a for a in sys.argv[2:] if a]
+if sys.argv[1] == "deepspeed":
+    from deepspeed.accelerator import get_accelerator
+    from deepspeed.git_version_info import installed_ops, torch_info
+    accel = get_accelerator()
+    if not wanted:  # an image imagekit did not build: every op DeepSpeed says it installed
+        from deepspeed.ops.op_builder.all_ops import ALL_OPS
+        wanted = [type(ALL_OPS[n]).__name__ for n, on in installed_ops.items() if on and n in ALL_OPS]
+    for name in wanted:
+        try:
+            builder = accel.create_op_builder(name)
+            if builder is None:
+                raise RuntimeError("unknown to this DeepSpeed")
+            if not installed_ops.get(builder.NAME):
+                raise RuntimeError("not installed (a rank would JIT-compile it, which needs nvcc)")
+            builder.validate_torch_version(torch_info)
+            if torch.version.cuda:  # the CUDA the ops were built with, checked with no GPU too
+                builder.validate_torch_op_version(torch_info)
+            importlib.import_module(builder.absolute_name())
+            facts["ops"][name] = "ok"
+        except BaseException as exc:
+            facts["ops"][name] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
+print(json.dumps(facts))
 """
 
 
-def op_imports(ops, ds_dir):
-    if ds_dir is None:
-        return {}
+def torch_facts(ops, ds_dir):
     env = dict(os.environ, DS_ACCELERATOR="cuda")
+    mode = "deepspeed" if ds_dir else "torch"
     proc = subprocess.run(
-        [sys.executable, "-c", OP_IMPORT, *ops], capture_output=True, text=True, env=env
+        [sys.executable, "-c", TORCH_FACTS, mode, *ops], capture_output=True, text=True, env=env
     )
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        return {op: f"python exited {proc.returncode}: {tail}" for op in ops}
+        why = f"python exited {proc.returncode}: {tail}"
+        return {"torch_cuda": None, "nccl": None, "ops": {op: why for op in ops}}
 
 
 def main():
@@ -107,16 +114,8 @@ def main():
             gone = missing(lib, path)
             if gone:
                 unresolved[lib] = gone
-    print(
-        json.dumps(
-            {
-                "torch": torch_dir,
-                "counts": counts,
-                "unresolved": unresolved,
-                "ops": op_imports(ops, ds_dir),
-            }
-        )
-    )
+    facts = torch_facts(ops, ds_dir)
+    print(json.dumps({"torch": torch_dir, "counts": counts, "unresolved": unresolved, **facts}))
 
 
 main()

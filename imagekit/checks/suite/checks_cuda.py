@@ -4,26 +4,10 @@ the NVIDIA container runtime injects at run time, and each prebuilt op imports."
 
 from __future__ import annotations
 
-import json
-import shlex
-from importlib import resources
-
 import pytest
 
 from imagekit.checks import check
 from imagekit.checks.facts import expect, has
-from imagekit.plan import LABEL_PREFIX
-
-OPS_LABEL = f"{LABEL_PREFIX}.deepspeed.installed-ops"
-
-
-def cuda_probe(host, ops: str) -> dict | None:
-    """One exec: the probe script (package data) read by the image's python3 from stdin."""
-    script = resources.files("imagekit").joinpath("data/cuda_probe.py").read_text("utf-8")
-    result = host.run(f"python3 - {shlex.quote(ops)} <<'IMAGEKIT_PROBE'\n{script}\nIMAGEKIT_PROBE")
-    if result.rc != 0:
-        pytest.fail(f"the library probe failed: {result.stderr.strip()[-300:]}", pytrace=False)
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 @check(
@@ -36,7 +20,9 @@ def cuda_probe(host, ops: str) -> dict | None:
 def check_cuda_libraries(ctx, host, note):
     if not has(host, "python3") or not has(host, "ldd"):
         pytest.skip("no python3 or ldd")
-    found = cuda_probe(host, ctx.labels.get(OPS_LABEL, ""))
+    found = ctx.torch_facts()
+    if "error" in found:
+        pytest.fail(f"the library probe failed: {found['error'].strip()[-300:]}", pytrace=False)
     if found.get("torch") is None:
         pytest.skip("no torch in the image")
     driver = set(ctx.profile.driver_libraries)

@@ -14,18 +14,18 @@ from imagekit.checks.facts import expect, has
 PY_DIST = "python3 -c \"import importlib.metadata as m; print(m.version('{0}'))\""
 
 
-def found_python(host) -> str | None:
+def found_python(ctx, host) -> str | None:
     r = host.run("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
     return r.stdout.strip() if r.rc == 0 else None
 
 
-def found_openmpi(host) -> str | None:
+def found_openmpi(ctx, host) -> str | None:
     m = re.search(r"Open MPI\)? (\d+\.\d+\.\d+)", host.run("mpirun --version").stdout)
     return m.group(1) if m else None
 
 
 def found_dist(name: str):
-    def find(host) -> str | None:
+    def find(ctx, host) -> str | None:
         r = host.run(PY_DIST.format(name))
         return r.stdout.strip() if r.rc == 0 else None
 
@@ -40,36 +40,38 @@ CUDA_SOURCES = (
         'python3 -c "import json; print(json.load(open('
         "'/usr/local/cuda/version.json'))['cuda']['version'])\"",
     ),
-    ("torch.version.cuda", "python3 -c 'import torch; print(torch.version.cuda or \"\")'"),
+    ("torch.version.cuda", None),  # from the check's one torch probe
     ("nvidia-cuda-runtime-cu12", PY_DIST.format("nvidia-cuda-runtime-cu12")),
     ("nvcc", "nvcc --version | sed -n 's/.*release \\([0-9.]*\\),.*/\\1/p'"),
 )
 
 
-def cuda_versions(host) -> dict[str, str]:
+def cuda_versions(ctx, host) -> dict[str, str]:
     """Every place the image states its CUDA version: all of them must match the claim."""
     found = {}
     for source, command in CUDA_SOURCES:
+        if command is None:
+            if ctx.torch_facts().get("torch_cuda"):
+                found[source] = ctx.torch_facts()["torch_cuda"]
+            continue
         r = host.run(command)
         if r.rc == 0 and r.stdout.strip():
             found[source] = r.stdout.strip().splitlines()[-1]
     return found
 
 
-def found_cuda(host) -> str | None:
-    found = cuda_versions(host)
+def found_cuda(ctx, host) -> str | None:
+    found = cuda_versions(ctx, host)
     return next(iter(found.values()), None)
 
 
-def found_nccl(host) -> str | None:
+def found_nccl(ctx, host) -> str | None:
     # The NCCL torch really loads (a wheel's, or a system one), then the packages that ship one.
-    r = host.run(
-        "python3 -c 'import torch; print(\".\".join(map(str, torch.cuda.nccl.version())))'"
-    )
-    if r.rc == 0 and re.match(r"^\d+\.\d+\.\d+$", r.stdout.strip()):
-        return r.stdout.strip()
+    loaded = ctx.torch_facts().get("nccl") or ""
+    if re.match(r"^\d+\.\d+\.\d+$", loaded):
+        return loaded
     for dist in ("nvidia-nccl-cu12", "nvidia-nccl-cu11", "nvidia-nccl-cu13"):
-        found = found_dist(dist)(host)
+        found = found_dist(dist)(ctx, host)
         if found:
             return found
     libs = host.run("ls /usr/lib/x86_64-linux-gnu /usr/local/cuda/lib64 /usr/lib64 2>/dev/null")
@@ -113,8 +115,8 @@ def check_version(ctx, host, note, component):
         pytest.skip(f"no {needs} (see R2/R11)" if component == "openmpi" else f"no {needs}")
     expected = ctx.expected.get(component)
     # CUDA: every place the image states it is read once (each may import torch: seconds)
-    every = cuda_versions(host) if component == "cuda" else {}
-    found = next(iter(every.values()), None) if component == "cuda" else probe(host)
+    every = cuda_versions(ctx, host) if component == "cuda" else {}
+    found = next(iter(every.values()), None) if component == "cuda" else probe(ctx, host)
     if expected == "from-torch":
         note("info", f"{component} from torch: {found or 'none (CPU torch)'}")
         return
