@@ -66,6 +66,7 @@ class CheckContext:
     initial: dict[str, str] = field(default_factory=dict)  # facts read before any check ran
     _layers: list[LayerFile] | None = None
     _torch: _Background | None = None
+    shared: dict[str, Any] = field(default_factory=dict)  # made once, used by several checks
     _workdir: Path | None = None
     layer_source: str = ""  # how the layers were read, for the report
 
@@ -283,6 +284,14 @@ def start_mounted(ctx: CheckContext, secret: Path):
     """A second container with the key pair mounted read-only where the profile's operator
     mounts its Secret (/root/.ssh, or e.g. /home/mpiuser/.ssh)."""
     return ctx.engine.container(
+        ctx.image_id, user="0", volumes={str(secret): ctx.profile.key_dir}, **ctx.keepalive()
+    )
+
+
+def start_mounted_for_run(ctx: CheckContext, secret: Path) -> Container:
+    """`start_mounted`, kept until the run ends (its label cleanup removes it), for checks
+    that share one such container."""
+    return ctx.engine.start_container(
         ctx.image_id, user="0", volumes={str(secret): ctx.profile.key_dir}, **ctx.keepalive()
     )
 

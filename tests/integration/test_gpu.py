@@ -14,7 +14,7 @@ import pytest
 from imagekit.loader import load_recipe
 from imagekit.plan import make_plan
 
-from .conftest import RECIPES, BuiltImage, imagekit, run_in
+from .conftest import RECIPES, ROOT, BuiltImage, imagekit, run_in
 from .images import build
 
 GPU_RECIPE = RECIPES / "deepspeed-gpu.yaml"
@@ -120,6 +120,50 @@ def test_gpu_image_smoke_runs_2x2_on_cpu(engine, gpu_image):
     assert sorted(p["rank"] for p in probes) == [0, 1, 2, 3]
     assert all(p["allreduce"] == 4 for p in probes)
     assert "-x DS_ACCELERATOR" in result.stdout + result.stderr
+
+
+# E1 (the platform's worked example) on the GPU image with DeepSpeed's CPU accelerator: Open
+# MPI 5's spelling of the seed's launch line, and DS_ACCELERATOR passed to the ranks (Docker's
+# ENV never reaches processes sshd starts: L8).
+E1_OMPI5 = [
+    "mpirun", "-np", "4", "--hostfile", "/etc/mpi/hostfile", "--allow-run-as-root",
+    "--bind-to", "none", "--map-by", "slot", "--mca", "pml", "ob1",
+    "-x", "PATH", "-x", "DS_ACCELERATOR",
+    "python3", "cifar10_deepspeed.py", "--deepspeed", "--epochs", "2", "--stage", "2",
+    "--dtype", "fp32", "--log-interval", "100", "--micro-batch-size", "16",
+    "--gradient-accumulation-steps", "1",
+]  # fmt: skip
+
+
+def test_gpu_image_trains_e1_on_four_cpu_ranks(engine, gpu_image):
+    """The DeepSpeed half of the GPU image on a host without GPUs: ZeRO stage 2 over 2
+    workers x 2 slots with DS_ACCELERATOR=cpu; every rank on its host, the loss goes down."""
+    result = imagekit(
+        "smoke",
+        gpu_image.ref,
+        "--env",
+        "DS_ACCELERATOR=cpu",
+        "--timeout",
+        "900",
+        "--copy",
+        f"{ROOT / 'examples' / 'cifar10_deepspeed.py'}:/workspace/cifar10_deepspeed.py",
+        "--workdir",
+        "/workspace",
+        "--",
+        *E1_OMPI5,
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    trained = [
+        json.loads(line.split("IMAGEKIT_TRAIN ", 1)[1])
+        for line in result.stderr.splitlines()
+        if "IMAGEKIT_TRAIN " in line
+    ]
+    assert sorted(t["rank"] for t in trained) == [0, 1, 2, 3]
+    for t in trained:
+        assert t["world"] == 4 and t["stage"] == 2
+        assert t["host"].endswith(f"-worker-{t['rank'] // 2}")
+        assert t["last_loss"] < t["first_loss"], t
 
 
 @pytest.mark.parametrize("name", list(BROKEN_GPU))

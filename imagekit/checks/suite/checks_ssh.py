@@ -16,7 +16,7 @@ from imagekit.checks.facts import (
     sshd_binary,
     start_sshd,
 )
-from imagekit.checks.runner import mounted_keys, start_mounted, testinfra_host
+from imagekit.checks.runner import mounted_keys, start_mounted_for_run, testinfra_host
 
 # -- R4, R5, R3: sshd and its effective settings ---------------------------------------------
 
@@ -198,13 +198,16 @@ def _login(host, port: int, user: str = "root") -> tuple[bool, str]:
 @contextmanager
 def mounted_sshd(ctx, host, sshd, effective_sshd):
     """(testinfra host, Sshd) for a container with the keys mounted like a Secret and sshd
-    started in it. A non-root profile's `sshd` fixture already is one (K1): reuse it."""
+    started in it. A non-root profile's `sshd` fixture already is one (K1): reuse it. Else
+    it is started once per run and shared by the checks that log in with the mounted key
+    (they only log in and read); the run's label cleanup removes it."""
     if sshd.host is not None:
         yield sshd.host, sshd
         return
-    with start_mounted(ctx, mounted_keys(ctx, host)) as box:
-        other = testinfra_host(box)
-        yield other, start_sshd(other, ctx, effective_sshd)
+    if "mounted-sshd" not in ctx.shared:
+        other = testinfra_host(start_mounted_for_run(ctx, mounted_keys(ctx, host)))
+        ctx.shared["mounted-sshd"] = (other, start_sshd(other, ctx, effective_sshd))
+    yield ctx.shared["mounted-sshd"]
 
 
 @check(
