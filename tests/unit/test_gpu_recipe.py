@@ -84,6 +84,12 @@ def test_locked_ops_are_built_from_a_fixed_directory_one_compile_at_a_time():
     assert 'DS_BUILD_FUSED_ADAM="1"' in wheel and "MAX_JOBS=1" in wheel
     assert "--no-build-isolation" in wheel
     assert "--no-index --find-links /tmp/imagekit-build/dist" in run[install:]
+    # nvcc records header mtimes: with SOURCE_DATE_EPOCH, torch's stage clamps its files to it
+    torch_stage = next(
+        s for s in dockerfile.split("\nFROM ") if s.startswith("python AS pip-torch")
+    )
+    assert 'ARG SOURCE_DATE_EPOCH=""' in torch_stage
+    assert 'touch -h -d "@$SOURCE_DATE_EPOCH"' in torch_stage
     # unlocked, pip installs from the index as before (nothing pinned to download)
     unlocked = render_context(make_plan(load_recipe(GPU))).files["Dockerfile"]
     assert "pip wheel" not in unlocked

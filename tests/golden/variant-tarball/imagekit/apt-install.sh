@@ -27,5 +27,9 @@ if ! apt-get install -s --no-install-recommends "$@" > /dev/null 2> /tmp/imageki
     exit 100
 fi
 apt-get install -y --no-install-recommends "$@"
+# systemd's postinst (openssh-server depends on it from Debian 13) writes a random machine ID:
+# an ID belongs to a machine, not an image. Empty is systemd's "not set yet" (see
+# machine-id(5)), and keeps the layer the same on every build.
+if [ -s /etc/machine-id ]; then : > /etc/machine-id; fi
 rm -rf /tmp/imagekit-apt.err /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/debconf/*-old \
     /var/log/apt/* /var/log/dpkg.log /var/log/alternatives.log /var/cache/ldconfig/aux-cache
