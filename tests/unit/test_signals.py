@@ -15,9 +15,16 @@ from imagekit.engine import Engine
 
 @pytest.fixture
 def handled():
-    previous = signals.install()
+    """imagekit's handlers, whatever this process inherited: a test run started in the
+    background of a non-interactive shell (CI) inherits SIGINT ignored, and `install` rightly
+    leaves an ignored signal ignored."""
+    inherited = {signum: signal.getsignal(signum) for signum in signals.HANDLED}
+    for signum in signals.HANDLED:
+        signal.signal(signum, signal.SIG_DFL)
+    signals.install()
     yield
-    signals.restore(previous)
+    for signum, handler in inherited.items():
+        signal.signal(signum, handler)
 
 
 def test_a_signal_inside_deferred_is_raised_when_the_block_ends(handled):
