@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import tarfile
+from importlib import resources
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -165,3 +168,49 @@ def test_report_format_from_suffix_or_flag():
     assert report_format(Path("out.txt"), "json") == "json"
     with pytest.raises(UsageError, match=r"--report out.txt: cannot tell the format"):
         report_format(Path("out.txt"), None)
+
+
+def _run_probe(tmp_path: Path, torch_init: str, ops: str = "") -> dict:
+    """data/cuda_probe.py as `check` runs it (python3 -c SCRIPT OPS), against a stand-in
+    torch package: the JSON contract the CUDA checks read."""
+    (tmp_path / "torch" / "lib").mkdir(parents=True)
+    (tmp_path / "torch" / "__init__.py").write_text(torch_init)
+    script = resources.files("imagekit").joinpath("data/cuda_probe.py").read_text("utf-8")
+    out = subprocess.run(
+        [sys.executable, "-c", script, ops],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        check=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+CUDA_TORCH = """
+class version:
+    cuda = "12.4"
+class _Nccl:
+    @staticmethod
+    def version():
+        return (2, 21, 5)
+class cuda:
+    nccl = _Nccl
+"""
+
+
+def test_one_probe_reports_torchs_cuda_and_nccl(tmp_path):
+    found = _run_probe(tmp_path, CUDA_TORCH)
+    assert found["torch_cuda"] == "12.4" and found["nccl"] == "2.21.5"
+    assert found["ops"] == {} and found["counts"]["torch"] == 0
+
+
+def test_probe_on_cpu_torch_has_no_cuda_or_nccl(tmp_path):
+    cpu = "class version:\n    cuda = None\nclass cuda:\n    nccl = None\n"
+    found = _run_probe(tmp_path, cpu)
+    assert found["torch_cuda"] is None and found["nccl"] is None
+
+
+def test_probe_reports_a_torch_that_cannot_import_for_each_wanted_op(tmp_path):
+    found = _run_probe(tmp_path, "raise ImportError('libtorch_cpu.so: cannot open')", "FusedAdam")
+    assert found["torch_cuda"] is None
+    assert "libtorch_cpu.so" in found["ops"]["FusedAdam"]
