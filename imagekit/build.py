@@ -206,8 +206,10 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
     if plan.locked:
         _check_base(plan, lock, engine, options, report)
     build_args = dict(options.build_args)
-    if options.source_date_epoch is not None and options.normalize and (
-        plan.prebuild_ops or plan.ds_build_env
+    if (
+        options.source_date_epoch is not None
+        and options.normalize
+        and (plan.prebuild_ops or plan.ds_build_env)
     ):
         build_args["SOURCE_DATE_EPOCH"] = str(options.source_date_epoch)
     workdir = Path(tempfile.mkdtemp(prefix=f"imagekit-{plan.name}-"))

@@ -28,6 +28,7 @@ class LayerFile:
     shadowed: bool = False  # deleted or overwritten by a higher layer, yet still shipped
     sha256: str | None = None  # only for files whose size was asked for
     head: bytes | None = None  # first 4 KiB, only for files `inspect` selected
+    findings: tuple[str, ...] = ()  # what a scan of path and head found (checks.layerscan)
 
 
 def walk(
@@ -39,22 +40,34 @@ def walk(
     or a non-seekable stream (the engine's `docker save` response). Files whose size is in
     `hash_sizes` get their sha256 (a cheap pre-filter for content searches); files that
     `inspect(path, size)` selects get their first 4 KiB in `head`."""
-    by_name: dict[str, list[LayerFile]] = {}
+    return stack(walk_layers(archive, hash_sizes, inspect))
+
+
+def walk_layers(
+    archive: Path | IO[bytes],
+    hash_sizes: frozenset[int] = frozenset(),
+    inspect: Inspect | None = None,
+    skip: frozenset[str] = frozenset(),
+) -> list[list[LayerFile] | None]:
+    """`walk`, one list per layer in the manifest's order, before `stack` numbers them.
+    A layer stored under a name in `skip` (`blobs/sha256/<hex>`: an export names a layer by
+    its diff ID since Docker 25) is not read and gives None: its files are known already."""
+    by_name: dict[str, list[LayerFile] | None] = {}
     manifest = None
     with _open_archive(archive) as outer:
         for member in outer:
             if member.name == "manifest.json":
                 manifest = json.load(outer.extractfile(member))
             elif member.isfile() and (member.name.endswith(".tar") or "blobs/" in member.name):
+                if "blobs/" in member.name and member.name.rsplit("/", 1)[-1] in skip:
+                    by_name[member.name] = None
+                    continue
                 by_name[member.name] = list(
                     _layer_files(outer.extractfile(member), hash_sizes, inspect)
                 )
     if manifest is None:
         raise ValueError("not a docker save archive: no manifest.json")
-    files: list[LayerFile] = []
-    for index, name in enumerate(manifest[0]["Layers"]):
-        files.extend(replace(f, layer=index) for f in by_name.get(name, []))
-    return _mark_shadowed(files)
+    return [by_name.get(name, []) for name in manifest[0]["Layers"]]
 
 
 def walk_dirs(layer_dirs: list[Path], inspect: Inspect | None = None) -> list[LayerFile]:
@@ -62,9 +75,20 @@ def walk_dirs(layer_dirs: list[Path], inspect: Inspect | None = None) -> list[La
     instead of an export: no re-tar, no copy. overlay2 stores a deleted file as a 0/0
     character device and an opaque directory as an xattr; both become the whiteout names
     a layer tar carries, so the result is what `walk` gives for the same image."""
+    return stack([walk_dir(root, inspect) for root in layer_dirs])
+
+
+def walk_dir(root: Path, inspect: Inspect | None = None) -> list[LayerFile]:
+    """One overlay2 layer directory's files, as its layer tar lists them (see `walk_dirs`)."""
+    return list(_dir_files(root, inspect))
+
+
+def stack(layers: list[list[LayerFile]]) -> list[LayerFile]:
+    """Per-layer file lists (bottom first) as one list: each file numbered with its layer,
+    and marked shadowed where a higher layer deletes or overwrites it."""
     files: list[LayerFile] = []
-    for index, root in enumerate(layer_dirs):
-        files.extend(replace(f, layer=index) for f in _dir_files(root, inspect))
+    for index, layer in enumerate(layers):
+        files.extend(replace(f, layer=index) for f in layer)
     return _mark_shadowed(files)
 
 

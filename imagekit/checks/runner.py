@@ -24,11 +24,11 @@ import testinfra
 from testinfra.backend.base import BaseBackend
 
 from imagekit import signals
+from imagekit.checks.layerscan import LayerCache, scan_image
 from imagekit.checks.report import CheckReport, CheckResult
-from imagekit.credentials import CONFIG_FILES, CREDENTIAL_FILES
 from imagekit.engine import KEEPALIVE, Container, Engine, Message, Reporter
 from imagekit.errors import EngineError, ImagekitError, Interrupted
-from imagekit.layers import LayerFile, walk, walk_dirs
+from imagekit.layers import LayerFile
 from imagekit.loader import load_recipe
 from imagekit.plan import LABEL_PREFIX, make_plan
 from imagekit.profiles import Profile
@@ -101,23 +101,12 @@ class CheckContext:
         return self._torch.result()
 
     def _walk_layers(self) -> list[LayerFile]:
-        """In place from the engine's overlay2 directories where this process can read them
-        (seconds), else through an export (`docker save`; the engine re-tars every layer).
-        IMAGEKIT_LAYERS=export forces the export; both give the same files (tested)."""
-        dirs = None
-        if os.environ.get("IMAGEKIT_LAYERS", "auto") != "export":
-            dirs = self.engine.layer_dirs(self.image_id)
-        if dirs is not None:
-            try:
-                files = walk_dirs(dirs, inspect=_worth_reading)
-                self.layer_source = f"{len(dirs)} layers read in place (overlay2)"
-                return files
-            except OSError:  # the image was removed meanwhile, or a directory is unreadable
-                pass
-        with self.engine.saved_image(self.image_id) as stream:
-            files = walk(stream, inspect=_worth_reading)
-        self.layer_source = "layers read from an export of the image"
-        return files
+        """Every layer's files and findings (layerscan.scan_image): from the layer cache,
+        in place, or from an export; IMAGEKIT_LAYERS=export forces the export."""
+        mode = os.environ.get("IMAGEKIT_LAYERS", "auto")
+        result = scan_image(self.engine, self.image_id, LayerCache.default(), mode)
+        self.layer_source = result.source
+        return result.files
 
     def layers(self) -> list[LayerFile]:
         """Every file of every layer (the security checks need it)."""
@@ -165,22 +154,6 @@ def _torch_probe(box: Container, ops: str) -> dict[str, Any]:
         return json.loads(out.strip().splitlines()[-1]) if code == 0 else {"error": out}
     except (ValueError, IndexError):
         return {"error": out}
-
-
-def _worth_reading(path: str, size: int) -> bool:
-    """Small files where keys, certificates or credentials hide; their heads are read: every
-    text-sized file under /etc (apt sources and auth, environment, profile.d, pip and conda
-    configs), home directories, temp directories, and credential files wherever they sit."""
-    name = path.rsplit("/", 1)[-1]
-    if size > 64 * 1024 or name.endswith((".pub", ".py", ".pyc", ".so", ".h", ".html")):
-        return False
-    return (
-        "/.ssh/" in f"/{path}"
-        or path.startswith(("etc/", "tmp/", "root/", "home/", "var/tmp/"))
-        or name.endswith((".pem", ".crt", ".key", ".conf", ".netrc", ".json", ".cfg", "rc"))
-        or CREDENTIAL_FILES.search(path) is not None
-        or CONFIG_FILES.search(path) is not None
-    )
 
 
 def expected_versions(labels: dict[str, str], recipe: Path | None) -> tuple[dict[str, str], str]:

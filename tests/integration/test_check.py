@@ -13,10 +13,12 @@ from .conftest import build_env, imagekit
 from .images import BROKEN, KUBEFLOW, NON_ROOT, build, build_broken
 
 
-def check_json(image: str, tmp_path: Path, *args: str) -> tuple[int, dict, str]:
+def check_json(
+    image: str, tmp_path: Path, *args: str, env: dict | None = None
+) -> tuple[int, dict, str]:
     report = tmp_path / "report.json"
     result = imagekit(
-        "check", image, "--report", str(report), "--format", "json", *args, timeout=600
+        "check", image, "--report", str(report), "--format", "json", *args, timeout=600, env=env
     )
     return result.returncode, json.loads(report.read_text()), result.stdout + result.stderr
 
@@ -170,7 +172,7 @@ def test_layers_read_in_place_and_exported_give_the_same_findings(engine, mini, 
     found = {}
     for mode in ("auto", "export"):
         report = tmp_path / f"{mode}.json"
-        env = {**build_env(), "IMAGEKIT_LAYERS": mode}
+        env = {**build_env(), "IMAGEKIT_LAYERS": mode, "IMAGEKIT_LAYER_CACHE": "off"}
         result = imagekit("check", ref, "--report", str(report), env=env, timeout=600)
         assert result.returncode == 7, result.stdout[-3000:]
         results = json.loads(report.read_text())["results"]
@@ -185,6 +187,35 @@ def test_layers_read_in_place_and_exported_give_the_same_findings(engine, mini, 
     in_place = engine.api.info().get("Driver") == "overlay2"
     expected = "read in place (overlay2)" if in_place else "read from an export"
     assert expected in by_id["build-secrets-in-layers"]["evidence"], output
+
+
+def test_a_check_on_a_known_base_reads_only_new_layers_and_finds_a_key_planted_there(
+    engine, mini, tmp_path
+):
+    """Issue 16: layer scans are cached by diff ID. Checking an image built on an image
+    already checked reads only its new layer, and a private key planted in that layer (under
+    a name that does not say "key": found by content) still fails the check."""
+    env = {**build_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    code, report, output = check_json(mini, tmp_path, env=env)
+    assert code == 0, output
+    base = {r["id"]: r for r in report["results"]}["build-secrets-in-layers"]["evidence"]
+    assert " 0 from the cache" in base, base
+    planted = build(
+        engine,
+        tmp_path / "planted",
+        "imagekit-test/planted-key:latest",
+        f"FROM {mini}\nRUN mkdir -p /opt/app && ssh-keygen -q -t ed25519 -N '' -f /opt/app/deploy.pem\n",
+        {},
+    )
+    layers = len(engine.inspect_image(planted)["RootFS"]["Layers"])
+    code, report, output = check_json(planted, tmp_path, env=env)
+    by_id = {r["id"]: r for r in report["results"]}
+    assert code == 7 and failing(report) == {"private-keys-in-layers"}, output
+    assert (
+        f"/opt/app/deploy.pem (layer {layers - 1})" in by_id["private-keys-in-layers"]["evidence"]
+    )
+    source = by_id["build-secrets-in-layers"]["evidence"]
+    assert f"{layers} layers: {layers - 1} from the cache, 1 read" in source, source
 
 
 NONROOT_PROFILE = "kubeflow-mpi-operator-v2-nonroot"

@@ -7,7 +7,8 @@ import re
 
 from imagekit.checks import check
 from imagekit.checks.facts import expect
-from imagekit.credentials import file_findings, find
+from imagekit.checks.layerscan import CERTIFICATE, CREDENTIAL, PRIVATE_KEY
+from imagekit.credentials import find
 
 # -- security: what every layer ships -----------------------------------------------------
 
@@ -26,11 +27,7 @@ def _where(f) -> str:
     "(ssh.user_keys: image / ssh.host_keys: build) or the profile",
 )
 def check_private_keys(ctx, note):
-    found = [
-        f
-        for f in ctx.layers()
-        if KEY_NAMES.search(f.path) or (f.head is not None and b"PRIVATE KEY-----" in f.head)
-    ]
+    found = [f for f in ctx.layers() if KEY_NAMES.search(f.path) or PRIVATE_KEY in f.findings]
     allowed = set(ctx.profile.allow_keys_in_layers)
     if ctx.declared("host-keys") == "build":
         allowed.add("host")
@@ -55,10 +52,9 @@ def check_private_keys(ctx, note):
 def check_build_secrets(ctx, note):
     bad = []
     for f in ctx.layers():
-        head = f.head or b""
         if "imagekit-build" in f.path:
             bad.append(f"build file {_where(f)}")
-        elif b"BEGIN CERTIFICATE" in head and (
+        elif CERTIFICATE in f.findings and (
             f.shadowed or f.path.startswith(("tmp/", "var/tmp/", "root/"))
         ):
             bad.append(f"build-only certificate {_where(f)}")
@@ -80,7 +76,7 @@ def check_credentials_in_layers(ctx):
     for f in ctx.layers():
         if "imagekit-build" in f.path:
             continue  # build-secrets-in-layers names those
-        reasons = file_findings(f.path, f.head)
+        reasons = [x.removeprefix(CREDENTIAL) for x in f.findings if x.startswith(CREDENTIAL)]
         if reasons:
             bad.append(f"{_where(f)}: {'; '.join(reasons)}")
     expect(not bad, "; ".join(bad))
