@@ -107,11 +107,13 @@ def validate(recipes: tuple[Path, ...]) -> None:
 )
 def render(recipes, output, check, recipes_dir, renders_dir) -> None:
     """Render RECIPES (default: every recipe in recipes/) to Docker build contexts."""
-    from imagekit.loader import recipe_paths
-    from imagekit.render import check_renders, render_recipes
+    from imagekit.paths import recipe_paths
+    from imagekit.rendercache import render_recipes
 
     paths = recipe_paths(list(recipes), recipes_dir)
     if check:
+        from imagekit.render import check_renders
+
         for committed in check_renders(paths, renders_dir):
             out.print(f"[green]up to date[/] {escape(str(committed))}/")
         return

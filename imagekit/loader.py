@@ -60,7 +60,7 @@ class StrictLoader(_SafeLoader):
 def load_recipe(path: str | Path) -> LoadedRecipe:
     """Read, merge `extends`, validate schema and compatibility rules. Raises RecipeError."""
     path = Path(path)
-    data = _load_merged(path, chain=())
+    data, sources = _load_merged(path, chain=())
     recipe = _validate(data, path)
     problems = [f"{path}: {p}" for p in compat.errors(recipe)]
     problems += [
@@ -74,14 +74,15 @@ def load_recipe(path: str | Path) -> LoadedRecipe:
     digest = hashlib.sha256(
         json.dumps(recipe.model_dump(mode="json"), sort_keys=True).encode()
     ).hexdigest()
-    return LoadedRecipe(recipe=recipe, path=path, sha256=digest)
+    return LoadedRecipe(recipe=recipe, path=path, sha256=digest, sources=sources)
 
 
-def _load_merged(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+def _load_merged(path: Path, chain: tuple[Path, ...]) -> tuple[dict[str, Any], tuple[Path, ...]]:
+    """The recipe merged over its `extends` chain, and every file read (the recipe first)."""
     data = _read_yaml(path)
     parent = data.pop("extends", None)
     if parent is None:
-        return data
+        return data, (path,)
     if not isinstance(parent, str):
         raise RecipeError([f"{path}: extends: must be a file name, got {type(parent).__name__}"])
     parent_path = (path.parent / parent).resolve()
@@ -89,8 +90,8 @@ def _load_merged(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
         raise RecipeError([f"{path}: extends: cycle through {parent}"])
     if not parent_path.is_file():
         raise RecipeError([f"{path}: extends: no such recipe {parent}"])
-    base = _load_merged(parent_path, chain + (path.resolve(),))
-    return deep_merge(base, data)
+    base, sources = _load_merged(parent_path, chain + (path.resolve(),))
+    return deep_merge(base, data), (path, *sources)
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -177,7 +178,7 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 
 # -- what commands take: recipe files and RECIPE|IMAGE targets --------------------------------
 
-from imagekit.paths import DEFAULT_RECIPES_DIR  # noqa: E402  (re-exported)
+from imagekit.paths import DEFAULT_RECIPES_DIR, recipe_paths  # noqa: E402,F401  (re-exported)
 
 
 @dataclass(frozen=True)
@@ -204,16 +205,6 @@ def validate(paths: list[Path]) -> list[Validated]:
     if problems:
         raise RecipeError(problems)
     return results
-
-
-def recipe_paths(paths: list[Path], recipes_dir: Path = DEFAULT_RECIPES_DIR) -> list[Path]:
-    """The given recipes, or every recipe in `recipes_dir` when none is given."""
-    if paths:
-        return list(paths)
-    found = sorted(recipes_dir.glob("*.yaml"))
-    if not found:
-        raise RecipeError([f"{recipes_dir}: no recipes (*.yaml) found"])
-    return found
 
 
 def resolve_target(target: str) -> tuple[str, Path | None]:

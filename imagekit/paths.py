@@ -7,3 +7,15 @@ from pathlib import Path
 
 DEFAULT_RECIPES_DIR = Path("recipes")
 DEFAULT_RENDERS_DIR = Path("dockerfiles")
+
+
+def recipe_paths(paths: list[Path], recipes_dir: Path = DEFAULT_RECIPES_DIR) -> list[Path]:
+    """The given recipes, or every recipe in `recipes_dir` when none is given."""
+    if paths:
+        return list(paths)
+    found = sorted(recipes_dir.glob("*.yaml"))
+    if not found:
+        from imagekit.errors import RecipeError
+
+        raise RecipeError([f"{recipes_dir}: no recipes (*.yaml) found"])
+    return found

@@ -319,6 +319,7 @@ class LoadedRecipe(BaseModel):
     recipe: Recipe
     path: Path
     sha256: str  # hash of the merged, validated recipe (stable across key order)
+    sources: tuple[Path, ...] = ()  # every file read: the recipe, then its `extends` chain
 
 
 def tag_fields(template: str) -> list[str]:

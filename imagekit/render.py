@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
 
+from imagekit import rendercache
 from imagekit.errors import RecipeError, StaleRenderError
+from imagekit.files import write_tree
 from imagekit.loader import validate
+from imagekit.lockfile import lock_path
 from imagekit.plan import (
     BUILD_DIR,
     OPERATOR_HOSTFILE,
@@ -176,32 +178,12 @@ def _extra_index_urls(plan: Plan, options: ContextOptions) -> list[str]:
 
 def write_context(context: Context, out_dir: Path) -> Path:
     """Write atomically: render into a sibling temp dir, then swap it into place."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        for rel, text in context.files.items():
-            target = tmp / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-            if rel.endswith(".sh"):
-                target.chmod(0o755)
-            if rel in context.modes:
-                target.chmod(context.modes[rel])
+
+    def copy_in(tmp: Path) -> None:
         for rel, source in context.copies.items():
             _copy_in(source, tmp / rel)
-        tmp.chmod(0o755)
-        old = None
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            out_dir.rename(old)
-        tmp.rename(out_dir)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+
+    return write_tree(context.files, context.modes, out_dir, fill=copy_in)
 
 
 def _copy_in(source: Path, target: Path) -> None:
@@ -244,8 +226,14 @@ def render_recipes(
     """Write each recipe's build context (to `out`, or dockerfiles/<name>/)."""
     if out is not None and len(paths) != 1:
         raise RecipeError([f"-o {out}: give exactly one recipe with -o"])
-    rendered = [(v.plan, render_context(v.plan)) for v in validate(paths)]
-    return [write_context(ctx, out or renders_dir / plan.name) for plan, ctx in rendered]
+    rendered = [(v, render_context(v.plan)) for v in validate(paths)]
+    written = []
+    for v, ctx in rendered:
+        written.append(write_context(ctx, out or renders_dir / v.plan.name))
+        inputs = [*v.loaded.sources, lock_path(v.loaded.path)]
+        entry = rendercache.Entry(v.plan.name, dict(ctx.files), dict(ctx.modes))
+        rendercache.record(v.loaded.path, inputs, entry)
+    return written
 
 
 def check_renders(paths: list[Path], renders_dir: Path = DEFAULT_RENDERS_DIR) -> list[Path]:
