@@ -2,7 +2,8 @@
 
   python bench/bench_startup.py [--runs N] [--baseline REV]
 
-imagekit's launch-line and render commands next to hpccm rendering the same stack
+imagekit's launch-line and render commands (a full render, and the same render again with
+its inputs unchanged, written from the record) next to hpccm rendering the same stack
 (bench/hpccm_recipe.py); with --baseline REV, the same imagekit commands from that git
 revision (e.g. the commit before a start-up change) run in the same loop, so the ratio is
 measured, not remembered. Medians of N runs, interleaved to spread the machine's noise."""
@@ -48,6 +49,7 @@ def main() -> None:
     hpccm = os.path.abspath(hpccm) if hpccm else None
     work = Path(tempfile.mkdtemp(prefix="imagekit-bench-startup-"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["XDG_CACHE_HOME"] = str(work / "cache")  # compiled templates, recorded renders
     trees = {"imagekit": ROOT}
     if args.baseline:
         trees[f"imagekit@{args.baseline}"] = checkout(args.baseline, work / "baseline")
@@ -58,7 +60,10 @@ def main() -> None:
         commands[f"{label} mpirun (one line)"] = ([*run, *MPIRUN], tree, tree_env)
         out = work / f"render-{len(commands)}"
         render = [*run, "render", str(tree / "recipes/deepspeed-cu122.yaml"), "-o", str(out)]
-        commands[f"{label} render cu122"] = (render, tree, tree_env)
+        full_env = {**tree_env, "IMAGEKIT_RENDER_CACHE": "off"}
+        commands[f"{label} render cu122"] = (render, tree, full_env)
+        if tree is ROOT:  # the same render again, its inputs unchanged (rendercache.py)
+            commands[f"{label} render cu122, inputs unchanged"] = (render, tree, tree_env)
     if hpccm:
         recipe = str(ROOT / "bench/hpccm_recipe.py")
         commands["hpccm --recipe (same stack)"] = ([hpccm, "--recipe", recipe], work, env)
