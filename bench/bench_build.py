@@ -60,6 +60,9 @@ def main() -> None:
     )
     for miss in misses:
         print(f"  rebuilt below DeepSpeed: {miss}")
+    print("\nwhere the DeepSpeed-bump rebuild goes (its slowest steps; the rest is the builder):")
+    for seconds, step in bump_log.slowest(6):
+        print(f"  {seconds:6.1f} s  {step}")
 
 
 if __name__ == "__main__":

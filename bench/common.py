@@ -34,12 +34,27 @@ class StepLog:
     """Which build steps ran and which came from the cache."""
 
     steps: list[tuple[Step, bool]] = field(default_factory=list)
+    started: list[float] = field(default_factory=list)  # when each step began
+    ended: float | None = None  # set by `finish()`, after the build returns
 
     def __call__(self, event) -> None:
         if isinstance(event, Step):
             self.steps.append((event, True))
+            self.started.append(time.monotonic())
         elif isinstance(event, Log) and "Using cache" in event.line and self.steps:
             self.steps[-1] = (self.steps[-1][0], False)
+
+    def finish(self) -> None:
+        self.ended = time.monotonic()
+
+    def slowest(self, count: int) -> list[tuple[float, str]]:
+        """The `count` longest steps: (seconds, "N: instruction"), longest first."""
+        ends = [*self.started[1:], self.ended or time.monotonic()]
+        timed = [
+            (end - start, f"{step.number}: {step.instruction[:70]}")
+            for (step, _), start, end in zip(self.steps, self.started, ends, strict=True)
+        ]
+        return sorted(timed, reverse=True)[:count]
 
     def misses_before(self, marker: str) -> list[str]:
         """Steps that ran (cache misses) before the first step containing `marker`."""
@@ -64,6 +79,7 @@ def timed_build(recipe: Path, **options):
     log = StepLog()
     started = time.monotonic()
     result = build(recipe, build_options(**options), log)
+    log.finish()
     return result, time.monotonic() - started, log
 
 
