@@ -516,6 +516,14 @@ class Container:
             code = self._api.exec_inspect(exec_id)["ExitCode"]
         return code, output.decode(errors="replace")
 
+    def exec_split(self, argv: list[str], *, user: str | None = None) -> tuple[int, bytes, bytes]:
+        """Run `argv` inside; (exit code, stdout, stderr), as bytes and kept apart."""
+        with _engine_errors(f"exec in {self.name} failed"):
+            exec_id = self._api.exec_create(self.id, argv, user=user or "")["Id"]
+            stdout, stderr = self._api.exec_start(exec_id, demux=True)
+            code = self._api.exec_inspect(exec_id)["ExitCode"]
+        return code, stdout or b"", stderr or b""
+
     def exec_stream(self, argv: list[str], on_line: Callable[[str], None]) -> int:
         """Run `argv` inside, handing each output line to `on_line` as it comes; exit code."""
         buffer = ""

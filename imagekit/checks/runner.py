@@ -7,13 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -21,13 +18,13 @@ from typing import Any
 
 import pytest
 import testinfra
-from testinfra.backend.base import BaseBackend
 
 from imagekit import signals
+from imagekit.checks.backend import hostspec
 from imagekit.checks.layerscan import LayerCache, scan_image
 from imagekit.checks.report import CheckReport, CheckResult
 from imagekit.engine import KEEPALIVE, Container, Engine, Message, Reporter
-from imagekit.errors import EngineError, ImagekitError, Interrupted
+from imagekit.errors import EngineError, ImagekitError
 from imagekit.layers import LayerFile
 from imagekit.loader import load_recipe
 from imagekit.plan import LABEL_PREFIX, make_plan
@@ -270,7 +267,7 @@ def start_mounted_for_run(ctx: CheckContext, secret: Path) -> Container:
 
 
 def testinfra_host(container: Container, user: str = "root") -> Any:
-    return testinfra.get_host(f"docker://{user}@{container.id}")
+    return testinfra.get_host(hostspec(container.id, user))
 
 
 # ---------------------------------------------------------------------------------------
@@ -285,7 +282,6 @@ class _Collector:
         self._reporter = reporter
         self.results: list[CheckResult] = []
         self._notes: dict[str, list[tuple[str, str]]] = {}
-        self.killed: signal.Signals | None = None  # a check's command died by this signal
 
     @pytest.fixture(scope="session")
     def ctx(self) -> CheckContext:
@@ -325,8 +321,6 @@ class _Collector:
 
     def _result(self, item, rep, meta: dict[str, str], excinfo) -> CheckResult:
         notes = self._notes.get(item.nodeid, [])
-        if excinfo is not None and isinstance(excinfo.value, CommandKilled):
-            self.killed = excinfo.value.signal
         if rep.skipped:
             status, evidence = "skip", _message(excinfo)
         elif rep.failed:
@@ -394,44 +388,11 @@ def _run_suite(ctx: CheckContext, report: Reporter) -> list[CheckResult]:
         return _run_pytest(suite, ctx, collector)
 
 
-class CommandKilled(Exception):
-    """A check's `docker exec` was killed by a signal: the image did not fail, the run did."""
-
-    def __init__(self, signum: int, command: str):
-        super().__init__(f"{signal.Signals(signum).name} killed: {command[:120]}")
-        self.signal = signal.Signals(signum)
-
-
-# What `sh -c "docker exec ..."` returns when the docker client (or the shell) dies by one of
-# these signals. A check's own commands end by `timeout` (124), never by these.
-_KILLED = {-s: s for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGKILL)}
-_KILLED.update({128 + s: s for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)})
-
-
-@contextmanager
-def _signal_aware_commands() -> Iterator[None]:
-    """testinfra turns a killed command into an exit code that checks would read as the
-    image failing; make it an exception that names the signal instead."""
-    original = BaseBackend.run_local
-
-    def run_local(self, command, *args):
-        result = original(self, command, *args)
-        if result.rc in _KILLED:
-            raise CommandKilled(_KILLED[result.rc], str(result.command))
-        return result
-
-    BaseBackend.run_local = run_local
-    try:
-        yield
-    finally:
-        BaseBackend.run_local = original
-
-
 def _run_pytest(suite: Path, ctx: CheckContext, collector: _Collector) -> list[CheckResult]:
     args = [
         str(suite),
         "--hosts",
-        f"docker://root@{ctx.container.id}",  # pytest-testinfra's `host` fixture
+        hostspec(ctx.container.id),  # pytest-testinfra's `host` fixture
         "-c",
         str(suite / "pytest.ini"),
         "--rootdir",
@@ -446,19 +407,12 @@ def _run_pytest(suite: Path, ctx: CheckContext, collector: _Collector) -> list[C
     ]
     old = os.environ.pop("PYTEST_ADDOPTS", None)
     try:
-        with _signal_aware_commands():
-            code = pytest.main(args, plugins=[collector])
+        code = pytest.main(args, plugins=[collector])
     finally:
         if old is not None:
             os.environ["PYTEST_ADDOPTS"] = old
     if code == pytest.ExitCode.INTERRUPTED:  # pytest swallowed our Ctrl-C / SIGTERM
         raise signals.interruption(KeyboardInterrupt())
-    if collector.killed is not None:
-        raise Interrupted(
-            f"the check's commands were killed by {collector.killed.name}: the check could "
-            "not finish, so no verdict is given and no report is written",
-            exit_code=128 + collector.killed.value,
-        )
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not collector.results:
         raise ImagekitError(f"the check suite could not run (pytest exit {int(code)})")
     return sorted(collector.results, key=lambda r: r.order)

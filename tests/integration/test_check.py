@@ -218,6 +218,20 @@ def test_a_check_on_a_known_base_reads_only_new_layers_and_finds_a_key_planted_t
     assert f"{layers} layers: {layers - 1} from the cache, 1 read" in source, source
 
 
+def test_a_check_runs_its_commands_over_the_engine_api_not_the_docker_cli(mini, tmp_path):
+    """Every command goes through the engine connection (checks/backend.py): a `docker`
+    earlier on PATH that records each call and fails is never called, and the check passes."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    calls = tmp_path / "docker-calls"
+    (fake / "docker").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit 1\n')
+    (fake / "docker").chmod(0o755)
+    env = {**build_env(), "PATH": f"{fake}:{build_env()['PATH']}"}
+    code, report, output = check_json(mini, tmp_path, env=env)
+    assert code == 0 and failing(report) == set(), output
+    assert not calls.exists(), calls.read_text()
+
+
 NONROOT_PROFILE = "kubeflow-mpi-operator-v2-nonroot"
 
 

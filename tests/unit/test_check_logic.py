@@ -214,3 +214,28 @@ def test_probe_reports_a_torch_that_cannot_import_for_each_wanted_op(tmp_path):
     found = _run_probe(tmp_path, "raise ImportError('libtorch_cpu.so: cannot open')", "FusedAdam")
     assert found["torch_cuda"] is None
     assert "libtorch_cpu.so" in found["ops"]["FusedAdam"]
+
+
+def test_imagekit_hosts_run_commands_through_the_engine_connection(monkeypatch):
+    """`imagekit://USER@ID` hosts (checks/backend.py) exec through a Container handle, as
+    the profile's user, with stdout and stderr kept apart; no docker CLI process."""
+    import testinfra
+
+    from imagekit.checks import backend
+
+    calls = []
+
+    class Recording:
+        def __init__(self, engine, container_id, name):
+            self.id = container_id
+
+        def exec_split(self, argv, user=None):
+            calls.append((self.id, argv, user))
+            return 3, b"out\n", b"err\n"
+
+    monkeypatch.setattr(backend, "Container", Recording)
+    monkeypatch.setattr(backend, "_connection", lambda: None)
+    host = testinfra.get_host(backend.hostspec("c0ffee-unit-test", "mpiuser"))
+    result = host.run("echo %s", "a b")
+    assert calls[0] == ("c0ffee-unit-test", ["/bin/sh", "-c", "echo 'a b'"], "mpiuser")
+    assert (result.rc, result.stdout_bytes, result.stderr_bytes) == (3, b"out\n", b"err\n")
