@@ -95,6 +95,24 @@ def test_locked_ops_are_built_from_a_fixed_directory_one_compile_at_a_time():
     assert "pip wheel" not in unlocked
 
 
+@pytest.mark.parametrize("locked", [True, False], ids=["locked", "unlocked"])
+def test_pip_stages_unset_an_empty_source_date_epoch(locked):
+    """The ARG is declared with an empty default and so is set, empty, in every RUN of a
+    build without --source-date-epoch; wheel (building DeepSpeed) reads that as an epoch
+    and fails on int(''). A CI build without the epoch failed that way once."""
+    plan = locked_plan(load_recipe(GPU), locked=True)[0] if locked else make_plan(load_recipe(GPU))
+    dockerfile = render_context(plan).files["Dockerfile"]
+    stages = [s for s in dockerfile.split("\nFROM ") if s.startswith("python AS pip-")]
+    assert len(stages) == 3
+    for stage in stages:
+        runs = [
+            r for r in stage.split("\nRUN ")[1:] if r.startswith("if [ -s /tmp/imagekit-build/ca")
+        ]
+        assert runs, stage[:40]
+        for run in runs:
+            assert 'if [ -z "$SOURCE_DATE_EPOCH" ]; then unset SOURCE_DATE_EPOCH; fi' in run
+
+
 def test_cpu_recipes_keep_the_jit_prebuild_and_no_toolkit():
     plan = make_plan(load_recipe(RECIPES / "deepspeed-cpu.yaml"))
     assert plan.cuda_source is None and plan.ds_build_env == {}
