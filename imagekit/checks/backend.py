@@ -46,6 +46,12 @@ class EngineBackend(BaseBackend):
         super().__init__(self.name, *args, **kwargs)
         self._container = Container(_connection(), self.name, self.name[:12])
 
+    def get_encoding(self) -> str:
+        """testinfra asks the container's python3 for its locale (one more exec per host);
+        checks read UTF-8 text, and ASCII, which a container without LANG reports, is a
+        subset of it."""
+        return "utf-8"
+
     def run(self, command: str, *args: str, **kwargs: Any) -> CommandResult:
         cmd = self.get_command(command, *args)
         code, stdout, stderr = self._container.exec_split(["/bin/sh", "-c", cmd], user=self.user)

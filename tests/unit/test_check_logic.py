@@ -237,5 +237,5 @@ def test_imagekit_hosts_run_commands_through_the_engine_connection(monkeypatch):
     monkeypatch.setattr(backend, "_connection", lambda: None)
     host = testinfra.get_host(backend.hostspec("c0ffee-unit-test", "mpiuser"))
     result = host.run("echo %s", "a b")
-    assert calls[0] == ("c0ffee-unit-test", ["/bin/sh", "-c", "echo 'a b'"], "mpiuser")
+    assert calls == [("c0ffee-unit-test", ["/bin/sh", "-c", "echo 'a b'"], "mpiuser")]
     assert (result.rc, result.stdout_bytes, result.stderr_bytes) == (3, b"out\n", b"err\n")
