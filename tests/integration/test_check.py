@@ -194,12 +194,15 @@ def test_a_check_on_a_known_base_reads_only_new_layers_and_finds_a_key_planted_t
 ):
     """Issue 16: layer scans are cached by diff ID. Checking an image built on an image
     already checked reads only its new layer, and a private key planted in that layer (under
-    a name that does not say "key": found by content) still fails the check."""
+    a name that does not say "key": found by content) is still found and named. (mini
+    declares baked user keys, so the check counts it as one: a warning naming it.)"""
     env = {**build_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     code, report, output = check_json(mini, tmp_path, env=env)
     assert code == 0, output
-    base = {r["id"]: r for r in report["results"]}["build-secrets-in-layers"]["evidence"]
+    by_id = {r["id"]: r for r in report["results"]}
+    base = by_id["build-secrets-in-layers"]["evidence"]
     assert " 0 from the cache" in base, base
+    assert "deploy.pem" not in by_id["private-keys-in-layers"]["evidence"]
     planted = build(
         engine,
         tmp_path / "planted",
@@ -210,10 +213,9 @@ def test_a_check_on_a_known_base_reads_only_new_layers_and_finds_a_key_planted_t
     layers = len(engine.inspect_image(planted)["RootFS"]["Layers"])
     code, report, output = check_json(planted, tmp_path, env=env)
     by_id = {r["id"]: r for r in report["results"]}
-    assert code == 7 and failing(report) == {"private-keys-in-layers"}, output
-    assert (
-        f"/opt/app/deploy.pem (layer {layers - 1})" in by_id["private-keys-in-layers"]["evidence"]
-    )
+    keys = by_id["private-keys-in-layers"]
+    assert keys["status"] == "warn", output
+    assert f"/opt/app/deploy.pem (layer {layers - 1})" in keys["evidence"], output
     source = by_id["build-secrets-in-layers"]["evidence"]
     assert f"{layers} layers: {layers - 1} from the cache, 1 read" in source, source
 

@@ -35,19 +35,11 @@ def check_private_keys(ctx, note):
         allowed.add("user")
     bad, declared = [], []
     for f in found:
-        kind = _key_kind(f.path)
+        kind = "host" if f.path.startswith("etc/ssh/") else "user"
         (declared if kind in allowed and not f.shadowed else bad).append(f"{kind} key {_where(f)}")
     expect(not bad, "; ".join(bad))
     if declared:
         note("warn", "declared: " + "; ".join(declared))
-
-
-def _key_kind(path: str) -> str:
-    """What a declaration can cover: sshd's host keys, and a user's ssh keys (the recipe's
-    ssh.user_keys: image). A key anywhere else (an app's deploy key) is never declared."""
-    if path.startswith("etc/ssh/"):
-        return "host"
-    return "user" if "/.ssh/" in f"/{path}" else "other"
 
 
 @check(
