@@ -11,16 +11,16 @@ IMAGEKIT_RENDER_CACHE=off turns it off."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from imagekit import __version__
-from imagekit.files import write_tree
+from imagekit.files import write_text_atomic, write_tree
 
 FORMAT = 1
 PACKAGE = Path(__file__).resolve().parent
@@ -42,6 +42,7 @@ def directory() -> Path:
     return Path(base) / "imagekit" / "renders"
 
 
+@functools.cache  # the installed package does not change under a running process
 def package_fingerprint() -> str:
     """Changes with any file of the installed imagekit (code, templates, rules data): size
     and modification time of each, which a reinstall or an edit always changes."""
@@ -107,14 +108,7 @@ def record(recipe: Path, inputs: list[Path], entry: Entry) -> None:
     target = _entry_path(recipe, fingerprint)
     try:
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(body, fh)
-            os.replace(tmp, target)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_text_atomic(target, json.dumps(body))
     except OSError:
         pass
 

@@ -15,7 +15,6 @@ import gzip
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 from imagekit.credentials import CONFIG_FILES, CREDENTIAL_FILES, file_findings
 from imagekit.engine import Engine
+from imagekit.files import write_bytes_atomic
 from imagekit.layers import LayerFile, stack, walk_dir, walk_layers
 
 FORMAT = 1
@@ -162,14 +162,8 @@ class LayerCache:
         }
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(gzip.compress(json.dumps(entry).encode(), compresslevel=1))
-                os.replace(tmp, self._path(diff_id))
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            data = gzip.compress(json.dumps(entry).encode(), compresslevel=1)
+            write_bytes_atomic(self._path(diff_id), data)
         except OSError:
             pass  # a full or read-only cache: the next check reads the layer again
 
