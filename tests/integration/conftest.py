@@ -3,6 +3,7 @@ IMAGEKIT_REQUIRE_DOCKER=1, which turns a missing engine into a failure, never a 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -159,3 +160,23 @@ def run_in(engine: Engine, image: str, command: str, **kwargs) -> tuple[int, str
 
 
 from .images import mini  # noqa: E402,F401  (session fixture shared by check and smoke tests)
+
+
+def marked(output: str, marker: str) -> list[dict]:
+    """The JSON each rank printed after `marker` (IMAGEKIT_PROBE, IMAGEKIT_TRAIN)."""
+    return [
+        json.loads(line.split(f"{marker} ", 1)[1])
+        for line in output.splitlines()
+        if f"{marker} " in line
+    ]
+
+
+def assert_e1_trained(output: str) -> None:
+    """E1 over 2 workers x 2 slots: four ranks of ZeRO stage 2, each on its worker, each
+    with a lower loss at the end than at the start."""
+    trained = marked(output, "IMAGEKIT_TRAIN")
+    assert sorted(t["rank"] for t in trained) == [0, 1, 2, 3]
+    for t in trained:
+        assert t["world"] == 4 and t["stage"] == 2
+        assert t["host"].endswith(f"-worker-{t['rank'] // 2}")
+        assert t["last_loss"] < t["first_loss"], t

@@ -14,7 +14,7 @@ import pytest
 from imagekit.loader import load_recipe
 from imagekit.plan import make_plan
 
-from .conftest import RECIPES, ROOT, BuiltImage, imagekit, run_in
+from .conftest import RECIPES, ROOT, BuiltImage, assert_e1_trained, imagekit, marked, run_in
 from .images import build
 
 GPU_RECIPE = RECIPES / "deepspeed-gpu.yaml"
@@ -112,11 +112,7 @@ def test_gpu_image_smoke_runs_2x2_on_cpu(engine, gpu_image):
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    probes = [
-        json.loads(line.split("IMAGEKIT_PROBE ", 1)[1])
-        for line in result.stderr.splitlines()
-        if "IMAGEKIT_PROBE " in line
-    ]
+    probes = marked(result.stderr, "IMAGEKIT_PROBE")
     assert sorted(p["rank"] for p in probes) == [0, 1, 2, 3]
     assert all(p["allreduce"] == 4 for p in probes)
     assert "-x DS_ACCELERATOR" in result.stdout + result.stderr
@@ -154,16 +150,7 @@ def test_gpu_image_trains_e1_on_four_cpu_ranks(engine, gpu_image):
         timeout=1200,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    trained = [
-        json.loads(line.split("IMAGEKIT_TRAIN ", 1)[1])
-        for line in result.stderr.splitlines()
-        if "IMAGEKIT_TRAIN " in line
-    ]
-    assert sorted(t["rank"] for t in trained) == [0, 1, 2, 3]
-    for t in trained:
-        assert t["world"] == 4 and t["stage"] == 2
-        assert t["host"].endswith(f"-worker-{t['rank'] // 2}")
-        assert t["last_loss"] < t["first_loss"], t
+    assert_e1_trained(result.stderr)
 
 
 @pytest.mark.parametrize("name", list(BROKEN_GPU))

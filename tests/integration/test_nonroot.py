@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from .conftest import imagekit
+from .conftest import imagekit, marked
 
 NONROOT = "kubeflow-mpi-operator-v2-nonroot"
 
@@ -53,11 +53,7 @@ def test_nonroot_image_runs_a_2x2_mpijob_as_mpiuser(nonroot_image):
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
-    records = [
-        json.loads(line.split("IMAGEKIT_PROBE ", 1)[1])
-        for line in output.splitlines()
-        if "IMAGEKIT_PROBE " in line
-    ]
+    records = marked(output, "IMAGEKIT_PROBE")
     assert len(records) == 4 and {r["uid"] for r in records} == {1000}, output[-3000:]
     assert {r["allreduce"] for r in records} == {4}  # mpi4py across the workers, as mpiuser
 

@@ -3,7 +3,6 @@ including the platform's worked example (E1) trained for real on CPU."""
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
 
@@ -11,7 +10,7 @@ import pytest
 
 from imagekit.smoke import SMOKE_LABEL
 
-from .conftest import ROOT, imagekit
+from .conftest import ROOT, assert_e1_trained, imagekit, marked
 from .images import NON_ROOT, build, build_broken
 
 E1 = [
@@ -60,11 +59,7 @@ def nothing_left(engine) -> None:
 def test_probe_runs_on_the_hostfile_workers(engine, cpu_image, keys):
     result = imagekit("smoke", cpu_image.ref, "--keys", keys, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    probes = [
-        json.loads(line.split("IMAGEKIT_PROBE ", 1)[1])
-        for line in result.stderr.splitlines()
-        if "IMAGEKIT_PROBE " in line
-    ]
+    probes = marked(result.stderr, "IMAGEKIT_PROBE")
     assert sorted(p["rank"] for p in probes) == [0, 1, 2, 3]
     for p in probes:
         assert p["host"].endswith(f"-worker-{p['rank'] // 2}") and p["size"] == 4
@@ -93,16 +88,7 @@ def test_seed_example_trains_on_four_ranks(engine, cpu_image, keys):
         timeout=1200,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    trained = [
-        json.loads(line.split("IMAGEKIT_TRAIN ", 1)[1])
-        for line in result.stderr.splitlines()
-        if "IMAGEKIT_TRAIN " in line
-    ]
-    assert sorted(t["rank"] for t in trained) == [0, 1, 2, 3]
-    for t in trained:
-        assert t["world"] == 4 and t["stage"] == 2
-        assert t["host"].endswith(f"-worker-{t['rank'] // 2}")
-        assert t["last_loss"] < t["first_loss"], t
+    assert_e1_trained(result.stderr)
     nothing_left(engine)
 
 
@@ -184,11 +170,7 @@ def test_non_root_workers_the_way_mpi_operator_examples_run_them(engine, mini, t
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert "mounted at /home/mpiuser/.ssh" in output
-    uids = {
-        json.loads(line.split("IMAGEKIT_PROBE ", 1)[1])["uid"]
-        for line in output.splitlines()
-        if "IMAGEKIT_PROBE " in line
-    }
+    uids = {p["uid"] for p in marked(output, "IMAGEKIT_PROBE")}
     assert uids == {1000}, output[-3000:]
     # Without the profile, workers run the root operator's `sshd -De` as the image's USER
     # (mpiuser): it cannot read root's host keys and the job fails with that diagnosis.
