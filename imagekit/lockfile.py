@@ -114,13 +114,25 @@ def lock_path(recipe_path: Path) -> Path:
 
 
 def apply_lock(plan: Plan, lock: Lock) -> Plan:
-    """The plan with every apt install and pip stage pinned to the lock."""
+    """The plan with every apt install and pip stage pinned to the lock.
+
+    A locked stage installs `--no-deps` with build isolation, so pip never looks at the
+    stages below it: it stops copying them in, and a DeepSpeed bump no longer rebuilds the
+    extras stage (nor a cold build copies torch twice). DeepSpeed's own stage keeps torch
+    where it compiles CUDA ops against it (no build isolation there)."""
+    pip_locks = {
+        s.stage: lock.pip_requirements(s.stage) for s in plan.pip_steps if s.stage in lock.pip
+    }
     return replace(
         plan,
         apt_installs={s.name: lock.apt_pins(s.name) for s in plan.apt_stages if s.name in lock.apt},
-        pip_locks={
-            s.stage: lock.pip_requirements(s.stage) for s in plan.pip_steps if s.stage in lock.pip
-        },
+        pip_locks=pip_locks,
+        pip_steps=tuple(
+            replace(step, needs=())
+            if step.stage in pip_locks and not (step.stage == "deepspeed" and plan.ds_build_env)
+            else step
+            for step in plan.pip_steps
+        ),
         locked=True,
     )
 
@@ -341,6 +353,43 @@ def _pin(item: dict[str, Any], local_hashes: dict[str, str]) -> PipPin:
     if sha is None:
         raise LockError(f"pip package {name}: no sha256 known for {url}")
     return PipPin(name=name, version=item["metadata"]["version"], sha256=sha, file=filename)
+
+
+# -- keeping earlier pins ----------------------------------------------------------------------
+# A re-lock after a recipe edit (a DeepSpeed bump) should move only what the edit needs:
+# everything else keeps the version it had, so the layers below the change stay cached
+# (pip-compile and `poetry lock --no-update` behave the same way). `--upgrade` skips this.
+
+
+def apt_preferences(old: Lock) -> str:
+    """An apt preferences file preferring every earlier apt pin: apt keeps a pinned version
+    when it is still in the archive and still fits, and picks its candidate otherwise (a pin
+    for a version the archive dropped matches nothing); packages no stage needs stay out.
+    990, not 1001: a preference never downgrades what the base already has."""
+    versions: dict[str, str] = {}
+    for stage in old.apt.values():
+        versions.update(stage)
+    return "".join(
+        f"Package: {name}\nPin: version {version}\nPin-Priority: 990\n\n"
+        for name, version in sorted(versions.items())
+    )
+
+
+def pip_constraints(old: Lock, plan: Plan) -> list[str]:
+    """`name==version` constraints keeping every earlier pip pin the recipe still allows:
+    a pin the recipe's own requirement now excludes (the bumped package) is dropped, and
+    pip resolves the rest around the others. When the kept pins cannot fit together with
+    the edit, the resolver retries without them (resolve.py)."""
+    direct = [_req(r) for step in plan.pip_steps for r in step.requirements]
+    excluded = {canonicalize_name(req.name): req.specifier for req in direct if req.specifier}
+    constraints = []
+    for pins in old.pip.values():
+        for pin in pins:
+            specifier = excluded.get(canonicalize_name(pin.name))
+            if specifier is not None and not specifier.contains(pin.version, prereleases=True):
+                continue
+            constraints.append(f"{pin.name}=={pin.version}")
+    return sorted(constraints, key=str.lower)
 
 
 # -- what changed ------------------------------------------------------------------------------

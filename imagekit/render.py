@@ -95,10 +95,14 @@ def template_environment(trim_blocks: bool = False) -> jinja2.Environment:
 
 
 def render_context(
-    plan: Plan, options: ContextOptions | None = None, pip_resolver_report: str | None = None
+    plan: Plan,
+    options: ContextOptions | None = None,
+    pip_resolver_report: str | None = None,
+    pip_constraints: tuple[str, ...] = (),
 ) -> Context:
     """`pip_resolver_report`: instead of the image, end the Dockerfile with a stage (target
-    `imagekit-pip-resolver`) where pip resolves every pip stage into that JSON report."""
+    `imagekit-pip-resolver`) where pip resolves every pip stage into that JSON report,
+    held to `pip_constraints` (the earlier lock's pins, `name==version`)."""
     options = options or ContextOptions()
     env = template_environment()
     values = {
@@ -124,6 +128,7 @@ def render_context(
         and {
             "report": pip_resolver_report,
             "requirements": [r for step in plan.pip_steps for r in step.requirements],
+            "constraints": bool(pip_constraints),
         },
     }
     files = {
@@ -153,6 +158,8 @@ def render_context(
         ).render()
     if plan.pip_over_distro:
         rendered[f"{BUILD_SUBDIR}/pip-pins.py"] = env.get_template("pip-pins.py").render()
+    if pip_resolver_report and pip_constraints:
+        rendered[f"{BUILD_SUBDIR}/constraints.txt"] = "".join(f"{c}\n" for c in pip_constraints)
     for stage, requirements in plan.pip_locks.items():
         rendered[f"imagekit-lock/{stage}.txt"] = requirements
     modes = {}

@@ -23,25 +23,30 @@ from imagekit.aptauth import apt_build_args
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.build import BuildInputs, check_inputs, context_options
 from imagekit.engine import Engine, Message, Reporter
-from imagekit.errors import ImagekitError, LockError
+from imagekit.errors import BuildError, ImagekitError, LockError
 from imagekit.files import write_text_atomic
 from imagekit.loader import load_recipe
 from imagekit.lockfile import (
     Lock,
     LockedBase,
     apply_lock,
+    apt_preferences,
     apt_stage_pins,
     cumulative_packages,
     dump_lock,
     inputs_sha256,
     lock_changes,
+    lock_path,
     lock_state,
     missing_apt_pins,
     parse_apt_simulation,
+    pip_constraints,
     pip_stage_pins,
+    read_lock,
     unhashed_files,
 )
 from imagekit.plan import Plan, make_plan
+from imagekit.recipe import LoadedRecipe
 from imagekit.render import render_context, write_context
 
 REPORT = "/tmp/imagekit-pip-report.json"
@@ -64,7 +69,8 @@ def lock_recipe(
     recipe_path: Path, inputs: BuildInputs, report: Reporter, upgrade: bool = False
 ) -> LockResult:
     check_inputs(inputs)
-    plan = make_plan(load_recipe(recipe_path))
+    loaded = load_recipe(recipe_path)
+    plan = make_plan(loaded)
     state = lock_state(recipe_path, plan)
     if state.usable and not upgrade:
         return LockResult(state.path, state.lock, [], written=False)
@@ -73,11 +79,13 @@ def lock_recipe(
             f"{recipe_path}: python.source: deadsnakes cannot be locked yet "
             "(its packages come from a PPA added during the build)"
         )
+    earlier = None if upgrade else _earlier_lock(loaded, state.lock, report)
     engine = Engine.connect()
     base = _locked_base(plan, engine, report)
-    apt = _resolve_apt(plan, engine, inputs, report)
+    apt = _resolve_apt(plan, engine, inputs, report, earlier)
     partial = Lock(recipe=plan.name, inputs_sha256=inputs_sha256(plan), base=base, apt=apt)
-    pip = _resolve_pip(apply_lock(plan, partial), engine, inputs, report)
+    constraints = tuple(pip_constraints(earlier, plan)) if earlier else ()
+    pip = _resolve_pip(apply_lock(plan, partial), engine, inputs, report, constraints)
     tarballs = (
         {"openmpi": {k: plan.openmpi_tarball[k] for k in ("url", "sha256")}}
         if plan.openmpi_tarball
@@ -86,6 +94,26 @@ def lock_recipe(
     lock = partial.model_copy(update={"pip": pip, "tarballs": tarballs})
     write_text_atomic(state.path, dump_lock(lock, recipe_path))
     return LockResult(state.path, lock, lock_changes(state.lock, lock), written=True)
+
+
+def _earlier_lock(loaded: LoadedRecipe, own: Lock | None, report: Reporter) -> Lock | None:
+    """The pins a re-lock keeps where they still fit: the recipe's own (stale) lock, else
+    the lock of the nearest recipe it `extends`, so a variant shares its parent's layers."""
+    if own is not None:
+        report(Message("keeping the earlier pins where they still fit (--upgrade re-resolves)"))
+        return own
+    for source in loaded.sources[1:]:
+        path = lock_path(source)
+        if not path.exists():
+            continue
+        try:
+            parent = read_lock(path)
+        except LockError as exc:
+            report(Message(f"not starting from {path}: {exc.message}"))
+            return None
+        report(Message(f"starting from the pins of {path} where they still fit"))
+        return parent
+    return None
 
 
 def _locked_base(plan: Plan, engine: Engine, report: Reporter) -> LockedBase:
@@ -101,13 +129,18 @@ def _locked_base(plan: Plan, engine: Engine, report: Reporter) -> LockedBase:
 
 
 def _resolve_apt(
-    plan: Plan, engine: Engine, inputs: BuildInputs, report: Reporter
+    plan: Plan, engine: Engine, inputs: BuildInputs, report: Reporter, earlier: Lock | None
 ) -> dict[str, dict[str, str]]:
     stages = plan.apt_stages
     wanted = cumulative_packages(stages)
     report(Message(f"apt: resolving {len(stages)} stages on {plan.base_image}"))
     with apt_build_args(inputs.apt_mirror, engine, report) as apt_args:
         script = ["set -e", *_apt_source_lines(apt_args), "apt-get update -qq >/dev/null"]
+        if earlier is not None and earlier.apt:
+            script.append(
+                f"printf %s {shlex.quote(apt_preferences(earlier))} "
+                "> /etc/apt/preferences.d/imagekit-earlier-lock"
+            )
         for stage in stages:
             packages = " ".join(shlex.quote(p) for p in wanted[stage.name])
             script.append(f"echo '### {stage.name}'")
@@ -150,24 +183,21 @@ def _apt_source_lines(apt_args: dict[str, str]) -> list[str]:
 
 
 def _resolve_pip(
-    plan: Plan, engine: Engine, inputs: BuildInputs, report: Reporter
+    plan: Plan,
+    engine: Engine,
+    inputs: BuildInputs,
+    report: Reporter,
+    constraints: tuple[str, ...],
 ) -> dict[str, list]:
-    """Build up to the python stage, then let pip resolve every pip stage in one go."""
-    workdir = Path(tempfile.mkdtemp(prefix=f"imagekit-lock-{plan.name}-"))
+    """Build up to the python stage, then let pip resolve every pip stage in one go, held
+    to the earlier pins; when those cannot fit the recipe's edit, once more without them."""
     try:
-        context = render_context(plan, context_options(inputs), pip_resolver_report=REPORT)
-        context_dir = write_context(context, workdir / "context")
-        report(Message("pip: building the python stage and resolving with pip --dry-run"))
-        with apt_build_args(inputs.apt_mirror, engine, report) as build_args:
-            outcome = engine.build(
-                context_dir, report=report, build_args=build_args, target="imagekit-pip-resolver"
-            )
-        report_text = engine.run_once(
-            outcome.image_id, ["cat", REPORT], user="0", labels=_run_label()
-        )
-        engine.remove_image(outcome.image_id)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        report_text = _pip_report(plan, engine, inputs, report, constraints)
+    except BuildError:
+        if not constraints:
+            raise
+        report(Message("pip: the earlier pins do not fit the recipe's changes; resolving afresh"))
+        report_text = _pip_report(plan, engine, inputs, report, ())
     try:
         pip_report = json.loads(report_text)
     except json.JSONDecodeError:
@@ -177,6 +207,34 @@ def _resolve_pip(
     for stage, stage_pins in pins.items():
         report(Message(f"pip: {stage}: {len(stage_pins)} packages"))
     return pins
+
+
+def _pip_report(
+    plan: Plan,
+    engine: Engine,
+    inputs: BuildInputs,
+    report: Reporter,
+    constraints: tuple[str, ...],
+) -> str:
+    workdir = Path(tempfile.mkdtemp(prefix=f"imagekit-lock-{plan.name}-"))
+    try:
+        context = render_context(
+            plan, context_options(inputs), pip_resolver_report=REPORT, pip_constraints=constraints
+        )
+        context_dir = write_context(context, workdir / "context")
+        held = f", {len(constraints)} earlier pins kept where they fit" if constraints else ""
+        report(Message(f"pip: building the python stage and resolving with pip --dry-run{held}"))
+        with apt_build_args(inputs.apt_mirror, engine, report) as build_args:
+            outcome = engine.build(
+                context_dir, report=report, build_args=build_args, target="imagekit-pip-resolver"
+            )
+        report_text = engine.run_once(
+            outcome.image_id, ["cat", REPORT], user="0", labels=_run_label()
+        )
+        engine.remove_image(outcome.image_id)
+        return report_text
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _wheelhouse_hashes(wheelhouse: Path | None, names: set[str]) -> dict[str, str]:

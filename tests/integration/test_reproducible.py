@@ -114,6 +114,56 @@ def test_lock_resolves_writes_and_upgrades(engine, tmp_path):
     assert "~ pip:mpi4py 4.1.1 -> 4.1.2" in upgraded.stdout
 
 
+def test_a_variant_lock_keeps_its_parents_pins_and_a_bump_moves_only_what_it_needs(
+    engine, tmp_path
+):
+    """A DeepSpeed bump in a variant of a locked recipe: the variant's lock starts from the
+    parent's pins (older than what PyPI serves today, planted here), so the torch stage stays
+    byte-identical and cached; only DeepSpeed moves. A parent pin the archive dropped falls
+    back to apt's candidate; earlier pins that cannot fit are dropped with one message."""
+    parent = tmp_path / "deepspeed-cpu.yaml"
+    shutil.copy(CPU_RECIPE, parent)
+    body = yaml.safe_load(lock_path(CPU_RECIPE).read_text())
+    planted = {"filelock": "3.13.1", "tqdm": "4.66.1"}
+    for pins in body["pip"].values():
+        for pin in pins:
+            pin["version"] = planted.get(pin["name"], pin["version"])
+    body["apt"]["system"]["openssh-server"] = "1:9.2p1-2+deb12u99"
+    lock_path(parent).write_text(yaml.safe_dump(body, sort_keys=False))
+    variant = tmp_path / "bump.yaml"
+    variant.write_text('extends: deepspeed-cpu.yaml\nname: bump\ndeepspeed: {version: "0.19.7"}\n')
+
+    result = imagekit("lock", str(variant), "--plain")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"starting from the pins of {lock_path(parent)}" in result.stderr + result.stdout
+    lock = read_lock(lock_path(variant))
+    versions = {p.name: p.version for stage in lock.pip.values() for p in stage}
+    assert versions["deepspeed"] == "0.19.7"
+    assert versions["filelock"] == "3.13.1" and versions["tqdm"] == "4.66.1"
+    torch_stage = {(p["name"], p["version"]) for p in body["pip"]["torch"]}
+    assert {(p.name, p.version) for p in lock.pip["torch"]} == torch_stage
+    committed = read_lock(lock_path(CPU_RECIPE))
+    assert lock.apt["system"]["openssh-server"] == committed.apt["system"]["openssh-server"]
+    assert lock.apt == committed.apt
+
+    # The variant's own stale lock now holds a pin no index has: pip cannot keep it, says
+    # so, and resolves afresh.
+    stale = yaml.safe_load(lock_path(variant).read_text())
+    stale["pip"]["deepspeed"] = [
+        {**pin, "version": "0.0.1"} if pin["name"] == "tqdm" else pin
+        for pin in stale["pip"]["deepspeed"]
+    ]
+    lock_path(variant).write_text(yaml.safe_dump(stale, sort_keys=False))
+    variant.write_text(variant.read_text().replace("0.19.7", "0.19.8"))
+    again = imagekit("lock", str(variant), "--plain")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "the earlier pins do not fit the recipe's changes; resolving afresh" in (
+        again.stderr + again.stdout
+    )
+    relocked = {p.name: p.version for s in read_lock(lock_path(variant)).pip.values() for p in s}
+    assert relocked["deepspeed"] == "0.19.8" and relocked["tqdm"] != "0.0.1"
+
+
 def test_lock_of_a_registry_base_that_is_not_here_is_one_line(engine):
     recipe = RECIPES / "deepspeed-cu122.yaml"
     result = imagekit("lock", str(recipe), "--plain")

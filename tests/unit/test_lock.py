@@ -15,6 +15,7 @@ from imagekit.lockfile import (
     LockError,
     PipPin,
     apply_lock,
+    apt_preferences,
     apt_stage_pins,
     cumulative_packages,
     dump_lock,
@@ -24,6 +25,7 @@ from imagekit.lockfile import (
     locked_plan,
     missing_apt_pins,
     parse_apt_simulation,
+    pip_constraints,
     pip_stage_pins,
     read_lock,
     unhashed_files,
@@ -187,6 +189,24 @@ def test_locked_render_pins_apt_and_pip_with_hashes():
     assert '"mpi4py==4.1.2"' in dockerfile
 
 
+@pytest.mark.parametrize(
+    ("recipe", "deepspeed_needs"),
+    [("deepspeed-cpu.yaml", ()), ("deepspeed-gpu.yaml", ("torch",))],
+)
+def test_locked_stages_stop_copying_the_stages_below(recipe, deepspeed_needs):
+    """--no-deps installs with build isolation never read the stages below: a locked extras
+    stage no longer depends on DeepSpeed's (a bump leaves it cached). Where DeepSpeed
+    compiles CUDA ops against torch (GPU, no build isolation) its stage keeps torch."""
+    loaded = load_recipe(RECIPES / recipe)
+    unlocked = make_plan(loaded)
+    assert {s.stage: s.needs for s in unlocked.pip_steps}["extras"] == ("torch", "deepspeed")
+    locked, state = locked_plan(loaded, locked=True)
+    needs = {s.stage: s.needs for s in locked.pip_steps}
+    assert needs == {"torch": (), "deepspeed": deepspeed_needs, "extras": ()}
+    extras = render_context(locked).dockerfile.split("AS pip-extras", 1)[1].split("\nFROM", 1)[0]
+    assert "COPY --from=" not in extras
+
+
 def test_lock_round_trip_and_staleness(tmp_path):
     recipe = tmp_path / "r.yaml"
     shutil.copy(RECIPES / "deepspeed-cpu.yaml", recipe)
@@ -207,6 +227,52 @@ def test_lock_round_trip_and_staleness(tmp_path):
     assert state.stale and not plan.locked
     with pytest.raises(LockError, match="stale"):
         locked_plan(load_recipe(recipe), locked=True)
+
+
+def test_relock_keeps_earlier_pins_the_recipe_still_allows(tmp_path):
+    """A DeepSpeed bump re-locks DeepSpeed only: every other earlier pin becomes a pip
+    constraint (so torch's stage stays byte-identical, and cached); the bumped pin does not."""
+    old = sample_lock(cpu_plan()).model_copy(
+        update={
+            "pip": {
+                "torch": [
+                    PipPin(name="torch", version="2.13.0+cpu", sha256="e" * 64, file="t.whl"),
+                    PipPin(name="filelock", version="4.3.1", sha256="a" * 64, file="f.whl"),
+                ],
+                "deepspeed": [
+                    PipPin(name="deepspeed", version="0.19.8", sha256="f" * 64, file="d.tgz"),
+                    PipPin(name="numpy", version="2.4.6", sha256="b" * 64, file="n.whl"),
+                ],
+            }
+        }
+    )
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text((RECIPES / "deepspeed-cpu.yaml").read_text().replace('"0.19.8"', '"0.19.7"'))
+    bumped = make_plan(load_recipe(recipe))
+    constraints = pip_constraints(old, bumped)
+    # torch==2.13.0 admits the local version 2.13.0+cpu; deepspeed==0.19.7 excludes 0.19.8
+    assert constraints == ["filelock==4.3.1", "numpy==2.4.6", "torch==2.13.0+cpu"]
+    assert "deepspeed==0.19.8" in pip_constraints(old, cpu_plan())
+
+    ctx = render_context(
+        bumped, pip_resolver_report="/tmp/r.json", pip_constraints=tuple(constraints)
+    )
+    assert ctx.files["imagekit-build/constraints.txt"] == "".join(f"{c}\n" for c in constraints)
+    assert "--constraint /tmp/imagekit-build/constraints.txt" in ctx.dockerfile
+    # a resolution without earlier pins (first lock, --upgrade) has neither
+    fresh = render_context(bumped, pip_resolver_report="/tmp/r.json")
+    assert "imagekit-build/constraints.txt" not in fresh.files
+    assert "--constraint" not in fresh.dockerfile
+
+
+def test_apt_preferences_prefer_each_earlier_pin_without_forcing_it():
+    lock = sample_lock(cpu_plan(), make="4.3-4.1")
+    text = apt_preferences(lock)
+    blocks = [b for b in text.split("\n\n") if b]
+    assert blocks == [
+        "Package: make\nPin: version 4.3-4.1\nPin-Priority: 990",
+        "Package: openssh-server\nPin: version 1:9.2p1-2+deb12u10\nPin-Priority: 990",
+    ]
 
 
 def test_lock_changes_lists_added_removed_changed():
