@@ -17,10 +17,9 @@ from pathlib import Path
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
-from rich.markup import escape
 
 from imagekit import __version__, display, signals
+from imagekit.console import LazyConsole, escape
 from imagekit.errors import (
     CheckFailedError,
     ImagekitError,
@@ -28,20 +27,19 @@ from imagekit.errors import (
     SmokeFailedError,
     UsageError,
 )
-from imagekit.files import write_json_atomic
 from imagekit.paths import DEFAULT_RECIPES_DIR, DEFAULT_RENDERS_DIR
 
 # Start-up time is part of the interface (`imagekit mpirun` runs in job scripts): each
 # command imports what it needs (recipes and pydantic, templates, docker, pytest) itself.
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = LazyConsole(highlight=False, soft_wrap=True)
+err = LazyConsole(stderr=True, highlight=False, soft_wrap=True)
 
 RecipeArg = click.Path(path_type=Path, dir_okay=False)
 FileOut = click.Path(path_type=Path, dir_okay=False)
 
 
-def echo_lines(lines: list[str], console: Console = out) -> None:
+def echo_lines(lines: list[str], console: LazyConsole = out) -> None:
     for line in lines:
         console.print(line)
 
@@ -279,13 +277,14 @@ def build(
         echo_lines(display.plan_lines(plan))
         click.echo(dockerfile, nl=False)
         return
-    reporter = reporter_for(err, plain)
+    reporter = reporter_for(err.real, plain)
     try:
         result = builder.build(recipe, options, reporter)
     finally:
         reporter.close()
     echo_lines(display.build_lines(result))
     if sbom_path is not None:
+        from imagekit.files import write_json_atomic
         from imagekit.inventory import sbom_of
 
         body = sbom_of(result.image_id, recipe)
@@ -303,7 +302,7 @@ def lock(recipe: Path, upgrade: bool, plain: bool, inputs) -> None:
     from imagekit.progress import reporter_for
     from imagekit.resolve import lock_recipe
 
-    reporter = reporter_for(err, plain)
+    reporter = reporter_for(err.real, plain)
     try:
         result = lock_recipe(recipe, inputs, reporter, upgrade=upgrade)
     finally:
@@ -408,7 +407,7 @@ def adapt(image, profile, tag, output, port, install_mpi, plain, report_paths) -
 
     chosen = load_profile(profile)
     reports = [(path, report_format(path, None)) for path in report_paths]
-    reporter = reporter_for(err, plain)
+    reporter = reporter_for(err.real, plain)
     try:
         result = run_adapt(
             image, chosen, reporter, tag=tag, output=output, port=port, install_mpi=install_mpi
@@ -511,7 +510,7 @@ def smoke(image: str, profile: str | None, **kw) -> None:
             sshd_config=None if default_config else chosen.sshd_config,
             port=kw["port"] or chosen.port,
         )
-    result = run_smoke(resolve_target(image)[0], SmokeOptions(**kw), PlainReporter(err))
+    result = run_smoke(resolve_target(image)[0], SmokeOptions(**kw), PlainReporter(err.real))
     table, lines = display.smoke_table(result)
     if table is not None:
         out.print(table)
@@ -553,8 +552,6 @@ def smoke(image: str, profile: str | None, **kw) -> None:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def mpirun_cmd(profile, recipe, fmt, env, **kw):
     """Print the recommended mpirun line for WORKERS x SLOTS ranks running COMMAND."""
-    import yaml
-
     from imagekit.launch import mpirun_line
 
     line = mpirun_line({**kw, "env": tuple(env)}, recipe, profile)
@@ -562,6 +559,8 @@ def mpirun_cmd(profile, recipe, fmt, env, **kw):
     if fmt == "json":
         click.echo(json.dumps(line.argv))
     elif fmt == "yaml":
+        import yaml
+
         click.echo(yaml.safe_dump(line.argv, default_flow_style=False), nl=False)
     else:
         click.echo(shlex.join(line.argv))
@@ -699,7 +698,7 @@ def publish(target, moving, require_check, **kw):
     if require_check is None:
         require_check = os.environ.get("CI") == "true"
     options = PublishOptions(moving_tags=moving or recipe_moving, require_check=require_check, **kw)
-    result = run_publish(image, options, PlainReporter(err))
+    result = run_publish(image, options, PlainReporter(err.real))
     out.print(f"[green]published[/] {result.repository}@{result.digest}")
     echo_lines([f"  {escape(ref)}" for ref in result.references[1:]])
     if options.record is not None:
@@ -752,6 +751,7 @@ def diff_cmd(image_a, image_b, no_files, strict, report_dir, fmt):
 )
 def sbom(image, output):
     """A CycloneDX SBOM (dpkg and pip packages with versions) of IMAGE or a RECIPE's image."""
+    from imagekit.files import write_json_atomic
     from imagekit.inventory import sbom_of
     from imagekit.loader import resolve_target
 

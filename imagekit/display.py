@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from rich.markup import escape
+from imagekit.console import escape
 
 if TYPE_CHECKING:  # rich.table costs start-up time; only check and smoke draw tables
     from rich.table import Table

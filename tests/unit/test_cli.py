@@ -160,6 +160,35 @@ def test_launch_commands_import_neither_docker_nor_pytest(argv):
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
 
 
+def test_mpirun_prints_its_line_without_rich_or_the_recipe_model():
+    """`imagekit mpirun` runs in job scripts and prints one plain line: the consoles are made
+    on first use (imagekit/console.py), so neither rich nor pydantic is imported for it."""
+    import subprocess
+    import sys
+
+    argv = ["mpirun", "--workers", "2", "--slots", "8", "--gpu", "--", "python3", "train.py"]
+    probe = (
+        "import sys\nfrom imagekit.cli import main\n"
+        f"main({argv!r})\n"
+        "print(sorted(m for m in ('rich', 'pydantic', 'jinja2') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("mpirun -np 16 -npernode 8 "), result.stdout + result.stderr
+    assert lines[-1] == "[]", result.stdout + result.stderr
+
+
+def test_lazy_console_prints_markup_once_asked():
+    from imagekit.console import LazyConsole, escape
+
+    console = LazyConsole(record=True, width=80, force_terminal=False)
+    console.print(f"[green]ok[/] {escape('[not markup]')}")
+    assert console.real is console.real
+    assert console.export_text() == "ok [not markup]\n"
+
+
 def test_readme_exit_code_table_is_errors_py():
     """Every exit code an error class (or a signal) can produce is in the README's table,
     and the table lists no code that nothing produces."""

@@ -1,0 +1,39 @@
+"""The command line's two consoles and rich's markup escape, loaded on first use.
+
+Importing rich's console costs more than the rest of `imagekit mpirun` (a command job scripts
+run, which prints one plain line); commands that print rich output pay for it when they print.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class LazyConsole:
+    """A rich Console made the first time anything asks it for something."""
+
+    def __init__(self, **options: Any):
+        self._options = options
+        self._console: Console | None = None
+
+    @property
+    def real(self) -> Console:
+        """The Console itself, for code that keeps it (progress reporters, rich's Live)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def escape(text: str) -> str:
+    """rich.markup.escape, imported when some text is first escaped."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
