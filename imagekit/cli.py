@@ -113,10 +113,10 @@ def render(recipes, output, check, recipes_dir, renders_dir) -> None:
         from imagekit.render import check_renders
 
         for committed in check_renders(paths, renders_dir):
-            out.print(f"[green]up to date[/] {escape(str(committed))}/")
+            out.line("up to date", "green", f"{committed}/")
         return
     for written in render_recipes(paths, output, renders_dir):
-        out.print(f"[green]rendered[/] {escape(str(written))}/")
+        out.line("rendered", "green", f"{written}/")
 
 
 @cli.command()

@@ -6,6 +6,7 @@ run, which prints one plain line); commands that print rich output pay for it wh
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,6 +31,16 @@ class LazyConsole:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
+
+    def line(self, word: str, color: str, text: str) -> None:
+        """One `WORD text` line with the word in `color`, printed through click so that a
+        command whose only output is such lines (render) never loads rich. Colour only on a
+        terminal, and never with NO_COLOR set, as rich does it."""
+        import click
+
+        stderr = bool(self._options.get("stderr"))
+        color_ok = None if not os.environ.get("NO_COLOR") else False
+        click.echo(f"{click.style(word, fg=color)} {text}", err=stderr, color=color_ok)
 
 
 def escape(text: str) -> str:

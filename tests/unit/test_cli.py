@@ -160,24 +160,44 @@ def test_launch_commands_import_neither_docker_nor_pytest(argv):
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
 
 
-def test_mpirun_prints_its_line_without_rich_or_the_recipe_model():
-    """`imagekit mpirun` runs in job scripts and prints one plain line: the consoles are made
-    on first use (imagekit/console.py), so neither rich nor pydantic is imported for it."""
+def _modules_after(argv: list[str], env: dict[str, str] | None = None) -> tuple[list[str], str]:
+    """The output lines of `imagekit ARGV` in a fresh interpreter, the last one listing which
+    of rich, pydantic and jinja2 it imported."""
+    import os
     import subprocess
     import sys
 
-    argv = ["mpirun", "--workers", "2", "--slots", "8", "--gpu", "--", "python3", "train.py"]
     probe = (
         "import sys\nfrom imagekit.cli import main\n"
         f"main({argv!r})\n"
         "print(sorted(m for m in ('rich', 'pydantic', 'jinja2') if m in sys.modules))"
     )
     result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
     )
-    lines = result.stdout.strip().splitlines()
-    assert lines[0].startswith("mpirun -np 16 -npernode 8 "), result.stdout + result.stderr
-    assert lines[-1] == "[]", result.stdout + result.stderr
+    return result.stdout.strip().splitlines(), result.stdout + result.stderr
+
+
+def test_mpirun_prints_its_line_without_rich_or_the_recipe_model():
+    """`imagekit mpirun` runs in job scripts and prints one plain line: the consoles are made
+    on first use (imagekit/console.py), so neither rich nor pydantic is imported for it."""
+    argv = ["mpirun", "--workers", "2", "--slots", "8", "--gpu", "--", "python3", "train.py"]
+    lines, shown = _modules_after(argv)
+    assert lines[0].startswith("mpirun -np 16 -npernode 8 "), shown
+    assert lines[-1] == "[]", shown
+
+
+def test_an_unchanged_render_loads_neither_rich_nor_the_recipe_machinery(tmp_path):
+    argv = ["render", str(ROOT / "recipes/deepspeed-cu122.yaml"), "-o", str(tmp_path / "out")]
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "NO_COLOR": "1"}
+    lines, shown = _modules_after(argv, env)
+    assert lines == [f"rendered {tmp_path / 'out'}/", "['jinja2', 'pydantic']"], shown
+    lines, shown = _modules_after(argv, env)  # written from the record
+    assert lines == [f"rendered {tmp_path / 'out'}/", "[]"], shown
 
 
 def test_lazy_console_prints_markup_once_asked():
