@@ -63,6 +63,7 @@ class CheckContext:
     initial: dict[str, str] = field(default_factory=dict)  # facts read before any check ran
     _layers: list[LayerFile] | None = None
     _torch: _Background | None = None
+    _mounted: _Background | None = None
     shared: dict[str, Any] = field(default_factory=dict)  # made once, used by several checks
     _workdir: Path | None = None
     layer_source: str = ""  # how the layers were read, for the report
@@ -91,6 +92,22 @@ class CheckContext:
         box, ops = self.container, self.labels.get(OPS_LABEL, "")
         self._torch = _Background(lambda: _torch_probe(box, ops))
 
+    def prefetch_mounted(self) -> None:
+        """Start the second container, the keys mounted like a Secret, in the background
+        while the first checks run (starting a container is most of the mounted-key login's
+        time). Only where the login and remote-environment checks share one: a non-root
+        profile's sshd fixture is itself that container (K1)."""
+        if self.profile.non_root or "mounted" not in self.profile.user_keys:
+            return
+        host = testinfra_host(self.container)
+        self._mounted = _Background(lambda: start_mounted_for_run(self, mounted_keys(self, host)))
+
+    def mounted_container(self, host: Any) -> Container:
+        """The shared container with the keys mounted (prefetched, or started now)."""
+        if self._mounted is None:
+            return start_mounted_for_run(self, mounted_keys(self, host))
+        return self._mounted.result()
+
     def torch_facts(self) -> dict[str, Any]:
         """The probe's JSON: {"torch": None} without torch, {"error": ...} if it failed."""
         if self._torch is None:
@@ -113,6 +130,8 @@ class CheckContext:
         return self._layers
 
     def close(self) -> None:
+        if self._mounted is not None:  # else its container could start after the cleanup
+            self._mounted.wait()
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
@@ -136,6 +155,9 @@ class _Background:
             self._value = function()
         except BaseException as exc:  # handed to the caller of result()
             self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
 
     def result(self) -> Any:
         self._thread.join()
@@ -193,6 +215,7 @@ def run_checks(
             ctx.container = box
             ctx.initial = _initial_facts(box, profile.user)
             ctx.prefetch_torch()
+            ctx.prefetch_mounted()
             results = _run_suite(ctx, report)
             _still_there(box)  # else the results blame the image for the engine's failure
     finally:
@@ -388,6 +411,9 @@ def _run_suite(ctx: CheckContext, report: Reporter) -> list[CheckResult]:
         return _run_pytest(suite, ctx, collector)
 
 
+_PYTEST_ENV = ("PYTEST_ADDOPTS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_PLUGINS")
+
+
 def _run_pytest(suite: Path, ctx: CheckContext, collector: _Collector) -> list[CheckResult]:
     args = [
         str(suite),
@@ -402,15 +428,20 @@ def _run_pytest(suite: Path, ctx: CheckContext, collector: _Collector) -> list[C
         "-p",
         "no:terminal",
         "-p",
-        "no:randomly",
+        "testinfra.plugin",  # the one plugin the suite uses; autoloading others is off
         "--import-mode=importlib",
     ]
-    old = os.environ.pop("PYTEST_ADDOPTS", None)
+    # The user's pytest settings and plugins (coverage, random order, ...) are theirs, not
+    # the check suite's: a check must not depend on what else is installed.
+    saved = {name: os.environ.pop(name, None) for name in _PYTEST_ENV}
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
         code = pytest.main(args, plugins=[collector])
     finally:
-        if old is not None:
-            os.environ["PYTEST_ADDOPTS"] = old
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
     if code == pytest.ExitCode.INTERRUPTED:  # pytest swallowed our Ctrl-C / SIGTERM
         raise signals.interruption(KeyboardInterrupt())
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not collector.results:

@@ -85,8 +85,15 @@ probes:
     assert not any(r["requirement"] in ("PROFILE", "profile") for r in plain["results"])
 
 
-def test_mini_image_passes(mini, tmp_path):
-    code, report, output = check_json(mini, tmp_path)
+def test_mini_image_passes_whatever_the_users_pytest_settings(mini, tmp_path):
+    """The check suite runs pytest in-process with its one plugin: the user's pytest
+    environment (a plugin that is not installed, an unknown flag) does not reach it."""
+    env = {
+        **build_env(),
+        "PYTEST_PLUGINS": "imagekit_no_such_plugin",
+        "PYTEST_ADDOPTS": "--imagekit-no-such-flag",
+    }
+    code, report, output = check_json(mini, tmp_path, env=env)
     assert code == 0 and failing(report) == set(), output
 
 

@@ -16,7 +16,7 @@ from imagekit.checks.facts import (
     sshd_binary,
     start_sshd,
 )
-from imagekit.checks.runner import mounted_keys, start_mounted_for_run, testinfra_host
+from imagekit.checks.runner import testinfra_host
 
 # -- R4, R5, R3: sshd and its effective settings ---------------------------------------------
 
@@ -205,7 +205,7 @@ def mounted_sshd(ctx, host, sshd, effective_sshd):
         yield sshd.host, sshd
         return
     if "mounted-sshd" not in ctx.shared:
-        other = testinfra_host(start_mounted_for_run(ctx, mounted_keys(ctx, host)))
+        other = testinfra_host(ctx.mounted_container(host))
         ctx.shared["mounted-sshd"] = (other, start_sshd(other, ctx, effective_sshd))
     yield ctx.shared["mounted-sshd"]
 
