@@ -64,6 +64,7 @@ class CheckContext:
     _layers: list[LayerFile] | None = None
     _torch: _Background | None = None
     _mounted: _Background | None = None
+    _versions: _Background | None = None
     shared: dict[str, Any] = field(default_factory=dict)  # made once, used by several checks
     _workdir: Path | None = None
     layer_source: str = ""  # how the layers were read, for the report
@@ -91,6 +92,18 @@ class CheckContext:
         ssh and MPI checks run: importing torch takes seconds, and three checks need it."""
         box, ops = self.container, self.labels.get(OPS_LABEL, "")
         self._torch = _Background(lambda: _torch_probe(box, ops))
+
+    def prefetch_versions(self) -> None:
+        """Every version the R12 checks compare, read by one background exec of
+        data/versions_probe.sh (one or two execs per version before)."""
+        box = self.container
+        self._versions = _Background(lambda: _versions_probe(box))
+
+    def version_facts(self) -> dict[str, Any]:
+        """{"has": {commands found}, "python": "3.11", "openmpi": ..., "dist:torch": ...}."""
+        if self._versions is None:
+            self.prefetch_versions()
+        return self._versions.result()
 
     def prefetch_mounted(self) -> None:
         """Start the second container, the keys mounted like a Secret, in the background
@@ -175,6 +188,26 @@ def _torch_probe(box: Container, ops: str) -> dict[str, Any]:
         return {"error": out}
 
 
+def _versions_probe(box: Container) -> dict[str, Any]:
+    script = resources.files("imagekit").joinpath("data/versions_probe.sh").read_text("utf-8")
+    _, out = box.exec(["/bin/sh", "-c", script])
+    return parse_version_facts(out)
+
+
+def parse_version_facts(output: str) -> dict[str, Any]:
+    """The probe's `KEY<TAB>VALUE` lines; `has` lines gather into one set."""
+    facts: dict[str, Any] = {"has": set()}
+    for line in output.splitlines():
+        key, tab, value = line.partition("\t")
+        if not tab or not value.strip():
+            continue
+        if key == "has":
+            facts["has"].add(value.strip())
+        else:
+            facts.setdefault(key, value.strip())
+    return facts
+
+
 def expected_versions(labels: dict[str, str], recipe: Path | None) -> tuple[dict[str, str], str]:
     if recipe is not None:
         return make_plan(load_recipe(recipe)).expected, f"recipe {recipe}"
@@ -215,6 +248,7 @@ def run_checks(
             ctx.container = box
             ctx.initial = _initial_facts(box, profile.user)
             ctx.prefetch_torch()
+            ctx.prefetch_versions()
             ctx.prefetch_mounted()
             results = _run_suite(ctx, report)
             _still_there(box)  # else the results blame the image for the engine's failure

@@ -239,3 +239,63 @@ def test_imagekit_hosts_run_commands_through_the_engine_connection(monkeypatch):
     result = host.run("echo %s", "a b")
     assert calls == [("c0ffee-unit-test", ["/bin/sh", "-c", "echo 'a b'"], "mpiuser")]
     assert (result.rc, result.stdout_bytes, result.stderr_bytes) == (3, b"out\n", b"err\n")
+
+
+def _run_versions_probe(tmp_path, tools: dict[str, str]) -> dict:
+    """data/versions_probe.sh run by the host's sh with a PATH of stand-ins that print
+    `tools[name]`, this interpreter as python3, and the sed and head the probe uses."""
+    import os
+    import shutil
+
+    from imagekit.checks.runner import parse_version_facts
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, output in tools.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\nprintf '%s\\n' '{output}'\n")
+        (bin_dir / name).chmod(0o755)
+    os.symlink(sys.executable, bin_dir / "python3")
+    for tool in ("sed", "head"):
+        os.symlink(shutil.which(tool), bin_dir / tool)
+    script = resources.files("imagekit").joinpath("data/versions_probe.sh").read_text("utf-8")
+    out = subprocess.run(
+        ["/bin/sh", "-c", script], env={"PATH": str(bin_dir)}, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    return parse_version_facts(out.stdout)
+
+
+def test_versions_probe_reads_every_version_in_one_run(tmp_path):
+    facts = _run_versions_probe(
+        tmp_path,
+        {
+            "mpirun": "mpirun (Open MPI) 4.1.4",
+            "nvcc": "Cuda compilation tools, release 12.4, V12.4.131",
+        },
+    )
+    python3 = str(tmp_path / "bin" / "python3")
+    version = subprocess.check_output(
+        [python3, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], text=True
+    )
+    assert facts["has"] == {"python3", "mpirun", "nvcc"}
+    assert facts["python"] == version.strip()
+    assert (facts["openmpi"], facts["nvcc"]) == ("4.1.4", "12.4")
+    dists = {key for key in facts if key.startswith("dist:")}
+    assert dists <= {
+        f"dist:{name}"
+        for name in ("torch", "deepspeed", "nvidia-cuda-runtime-cu12")
+        + tuple(f"nvidia-nccl-cu{major}" for major in (11, 12, 13))
+    }
+
+
+def test_versions_probe_leaves_out_what_is_missing(tmp_path):
+    facts = _run_versions_probe(tmp_path, {"mpirun": "prterun (PRRTE) 3.0.6"})
+    assert facts["has"] == {"python3", "mpirun"}
+    assert "openmpi" not in facts and "nvcc" not in facts
+
+
+def test_version_facts_parse_tabbed_lines_and_ignore_the_rest():
+    from imagekit.checks.runner import parse_version_facts
+
+    facts = parse_version_facts("has\tmpirun\nnoise\npython\t3.11\nopenmpi\t\nhas\tpython3\n")
+    assert facts == {"has": {"mpirun", "python3"}, "python": "3.11"}

@@ -7,56 +7,46 @@ import re
 import pytest
 
 from imagekit.checks import check
-from imagekit.checks.facts import expect, has
+from imagekit.checks.facts import expect
 
 # -- R12: versions ----------------------------------------------------------------------------
 
-PY_DIST = "python3 -c \"import importlib.metadata as m; print(m.version('{0}'))\""
-
 
 def found_python(ctx, host) -> str | None:
-    r = host.run("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
-    return r.stdout.strip() if r.rc == 0 else None
+    return ctx.version_facts().get("python")
 
 
 def found_openmpi(ctx, host) -> str | None:
-    m = re.search(r"Open MPI\)? (\d+\.\d+\.\d+)", host.run("mpirun --version").stdout)
-    return m.group(1) if m else None
+    return ctx.version_facts().get("openmpi")  # `mpirun --version`'s "Open MPI X.Y.Z"
 
 
 def found_dist(name: str):
     def find(ctx, host) -> str | None:
-        r = host.run(PY_DIST.format(name))
-        return r.stdout.strip() if r.rc == 0 else None
+        return ctx.version_facts().get(f"dist:{name}")  # importlib.metadata's version
 
     return find
 
 
 # Where an image's CUDA version shows, most direct first: a CUDA base's toolkit file, the
-# version torch was built with, the runtime wheel torch loads, a toolkit's nvcc.
+# version torch was built with, the runtime wheel torch loads, a toolkit's nvcc. Each is a
+# fact of the check's one versions probe (data/versions_probe.sh) or its one torch probe.
 CUDA_SOURCES = (
-    (
-        "/usr/local/cuda/version.json",
-        'python3 -c "import json; print(json.load(open('
-        "'/usr/local/cuda/version.json'))['cuda']['version'])\"",
-    ),
-    ("torch.version.cuda", None),  # from the check's one torch probe
-    ("nvidia-cuda-runtime-cu12", PY_DIST.format("nvidia-cuda-runtime-cu12")),
-    ("nvcc", "nvcc --version | sed -n 's/.*release \\([0-9.]*\\),.*/\\1/p'"),
+    ("/usr/local/cuda/version.json", "cuda-json"),
+    ("torch.version.cuda", None),
+    ("nvidia-cuda-runtime-cu12", "dist:nvidia-cuda-runtime-cu12"),
+    ("nvcc", "nvcc"),
 )
 
 
 def cuda_versions(ctx, host) -> dict[str, str]:
     """Every place the image states its CUDA version: all of them must match the claim."""
     found = {}
-    for source, command in CUDA_SOURCES:
-        if command is None:
+    for source, fact in CUDA_SOURCES:
+        if fact is None:
             if ctx.torch_facts().get("torch_cuda"):
                 found[source] = ctx.torch_facts()["torch_cuda"]
-            continue
-        r = host.run(command)
-        if r.rc == 0 and r.stdout.strip():
-            found[source] = r.stdout.strip().splitlines()[-1]
+        elif ctx.version_facts().get(fact):
+            found[source] = ctx.version_facts()[fact]
     return found
 
 
@@ -111,7 +101,7 @@ VERSION_PROBES = {
 )
 def check_version(ctx, host, note, component):
     probe, needs = VERSION_PROBES[component]
-    if needs and not has(host, needs):
+    if needs and needs not in ctx.version_facts()["has"]:
         pytest.skip(f"no {needs} (see R2/R11)" if component == "openmpi" else f"no {needs}")
     expected = ctx.expected.get(component)
     # CUDA: every place the image states it is read once (each may import torch: seconds)

@@ -1,0 +1,32 @@
+# Run by `imagekit check` in the image (sh -c <this file>), once, in the background while the
+# first checks run: every fact the version checks (R12) compare, one `KEY<TAB>VALUE` line each,
+# so they cost one exec instead of one or two each. A fact whose source is missing is absent.
+for command in python3 mpirun nvcc; do
+    command -v "$command" >/dev/null 2>&1 && printf 'has\t%s\n' "$command"
+done
+if command -v python3 >/dev/null 2>&1; then
+    python3 - <<'PYTHON' 2>/dev/null
+import importlib.metadata as metadata
+import json
+import sys
+
+print("python\t%d.%d" % sys.version_info[:2])
+for name in ("torch", "deepspeed", "nvidia-cuda-runtime-cu12",
+             "nvidia-nccl-cu12", "nvidia-nccl-cu11", "nvidia-nccl-cu13"):
+    try:
+        print(f"dist:{name}\t{metadata.version(name)}")
+    except Exception:
+        pass
+try:
+    with open("/usr/local/cuda/version.json") as toolkit:
+        print("cuda-json\t" + json.load(toolkit)["cuda"]["version"])
+except Exception:
+    pass
+PYTHON
+fi
+version=$(mpirun --version 2>/dev/null \
+    | sed -n 's/.*Open MPI)\{0,1\} \([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' | head -n 1)
+[ -n "$version" ] && printf 'openmpi\t%s\n' "$version"
+version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p' | head -n 1)
+[ -n "$version" ] && printf 'nvcc\t%s\n' "$version"
+exit 0
