@@ -3,6 +3,7 @@ how they fail: plain helpers, importable by every check file in suite/."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,15 +22,35 @@ def expect(condition: object, evidence: str) -> None:
         pytest.fail(evidence, pytrace=False)
 
 
+# Plain `test -e` rather than testinfra's host.file: its first use on a host reads the
+# system's type and release (uname, os-release: four more execs), which no check needs.
+def exists(host, path: str) -> bool:
+    return host.run(f"test -e {path}").rc == 0
+
+
+def _once(host, key: str, read: Callable[[], Any]) -> Any:
+    """`read()` the first time `key` is asked of this host, remembered after: what is on the
+    image does not change during a check (nothing is installed), and several checks ask."""
+    known = host.__dict__.setdefault("_imagekit_facts", {})
+    if key not in known:
+        known[key] = read()
+    return known[key]
+
+
 def has(host, command: str) -> bool:
-    return host.run(f"command -v {command}").rc == 0
+    return _once(host, f"has:{command}", lambda: host.run(f"command -v {command}").rc == 0)
 
 
 def sshd_binary(host) -> str | None:
-    for path in ("/usr/sbin/sshd", "/usr/local/sbin/sshd"):
-        if host.file(path).exists:
-            return path
-    return None
+    found = _once(
+        host,
+        "sshd",
+        lambda: host.run(
+            "for path in /usr/sbin/sshd /usr/local/sbin/sshd; do"
+            ' if test -e "$path"; then echo "$path"; break; fi; done'
+        ).stdout.strip(),
+    )
+    return found or None
 
 
 def repair_run_sshd(host, ctx) -> list[str]:
