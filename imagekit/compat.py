@@ -8,13 +8,12 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any, Literal
 
-import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from imagekit.datafiles import data_yaml
 from imagekit.ompi import OMPI5_MCA_RENAMES
 from imagekit.recipe import Recipe
 
@@ -32,8 +31,7 @@ class Finding:
 
 @cache
 def rules_data() -> dict[str, Any]:
-    text = resources.files("imagekit").joinpath("data/compat.yaml").read_text("utf-8")
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+    return data_yaml("compat.yaml")
 
 
 def findings(recipe: Recipe) -> list[Finding]:

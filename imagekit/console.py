@@ -38,9 +38,9 @@ class LazyConsole:
         terminal, and never with NO_COLOR set, as rich does it."""
         import click
 
-        stderr = bool(self._options.get("stderr"))
-        color_ok = None if not os.environ.get("NO_COLOR") else False
-        click.echo(f"{click.style(word, fg=color)} {text}", err=stderr, color=color_ok)
+        colour = False if os.environ.get("NO_COLOR") else None  # None: click decides by tty
+        styled = f"{click.style(word, fg=color)} {text}"
+        click.echo(styled, err=bool(self._options.get("stderr")), color=colour)
 
 
 def escape(text: str) -> str:

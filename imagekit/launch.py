@@ -686,11 +686,9 @@ def profile_port(name_or_path: str) -> int:
     """A profile's sshd port. A built-in profile's is read straight from the data file:
     building the profile model (pydantic) would be most of `imagekit mpirun`'s start-up.
     The unit tests hold this equal to `load_profile(...).port` for every built-in profile."""
-    import yaml
+    from imagekit.datafiles import data_yaml
 
-    # Next to this module, as the wheel installs it (importlib.resources costs ~4 ms here).
-    text = (Path(__file__).parent / "data" / "profiles.yaml").read_text("utf-8")
-    body = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)).get(name_or_path)  # noqa: S506
+    body = data_yaml("profiles.yaml").get(name_or_path)
     if isinstance(body, dict):
         port = body.get("port", 22)
         if isinstance(port, int):

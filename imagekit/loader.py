@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from imagekit import compat, credentials
+from imagekit.datafiles import SafeLoader
 from imagekit.errors import RecipeError
 from imagekit.lockfile import locked_plan
 from imagekit.plan import Plan, make_plan
@@ -29,11 +30,7 @@ class DuplicateKeyError(yaml.YAMLError):
     """YAML's last-one-wins would silently drop the first value of a repeated key."""
 
 
-# libyaml's parser when PyYAML has it (5-10x faster; the constructor stays Python's).
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class StrictLoader(_SafeLoader):
+class StrictLoader(SafeLoader):
     """yaml.safe_load, but a key given twice in one mapping is an error naming both lines."""
 
     def construct_mapping(self, node, deep=False):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import difflib
 import re
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from imagekit.datafiles import data_yaml
 from imagekit.errors import UsageError
 
 
@@ -95,8 +95,7 @@ class Profile(BaseModel):
 
 @cache
 def builtin_profiles() -> dict[str, Profile]:
-    text = resources.files("imagekit").joinpath("data/profiles.yaml").read_text("utf-8")
-    return {name: Profile(name=name, **body) for name, body in yaml.safe_load(text).items()}
+    return {name: Profile(name=name, **body) for name, body in data_yaml("profiles.yaml").items()}
 
 
 def load_profile(name_or_path: str) -> Profile:

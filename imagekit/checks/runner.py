@@ -23,6 +23,7 @@ from imagekit import signals
 from imagekit.checks.backend import hostspec
 from imagekit.checks.layerscan import LayerCache, scan_image
 from imagekit.checks.report import CheckReport, CheckResult
+from imagekit.datafiles import data_text
 from imagekit.engine import KEEPALIVE, Container, Engine, Message, Reporter
 from imagekit.errors import EngineError, ImagekitError
 from imagekit.layers import LayerFile
@@ -180,7 +181,7 @@ class _Background:
 
 
 def _torch_probe(box: Container, ops: str) -> dict[str, Any]:
-    script = resources.files("imagekit").joinpath("data/cuda_probe.py").read_text("utf-8")
+    script = data_text("cuda_probe.py")
     # At low priority: importing torch is seconds of CPU that the ssh and MPI checks running
     # meanwhile would otherwise wait behind; the checks that read its answer come last.
     low = 'if command -v nice >/dev/null; then exec nice -n 15 "$@"; else exec "$@"; fi'
@@ -192,8 +193,7 @@ def _torch_probe(box: Container, ops: str) -> dict[str, Any]:
 
 
 def _versions_probe(box: Container) -> dict[str, Any]:
-    script = resources.files("imagekit").joinpath("data/versions_probe.sh").read_text("utf-8")
-    _, out = box.exec(["/bin/sh", "-c", script])
+    _, out = box.exec(["/bin/sh", "-c", data_text("versions_probe.sh")])
     return parse_version_facts(out)
 
 

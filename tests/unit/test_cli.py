@@ -146,31 +146,23 @@ def test_bad_build_inputs_are_rejected_before_building(capsys, tmp_path):
 def test_launch_commands_import_neither_docker_nor_pytest(argv):
     """Profiles and launch lines are data: these commands must start without the engine
     client or the check suite's test framework (start-up time, bench/bench_startup.py)."""
-    import subprocess
-    import sys
-
-    probe = (
-        "import sys\nfrom imagekit.cli import main\n"
-        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('pytest', 'docker', 'testinfra') if m in sys.modules))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
-    )
-    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
+    lines, shown = _modules_after(argv, ("pytest", "docker", "testinfra"))
+    assert lines[-1] == "[]", shown
 
 
-def _modules_after(argv: list[str], env: dict[str, str] | None = None) -> tuple[list[str], str]:
+def _modules_after(
+    argv: list[str], modules: tuple[str, ...], env: dict[str, str] | None = None
+) -> tuple[list[str], str]:
     """The output lines of `imagekit ARGV` in a fresh interpreter, the last one listing which
-    of rich, pydantic and jinja2 it imported."""
+    of `modules` it imported; and everything it printed, for assertion messages."""
     import os
     import subprocess
     import sys
 
     probe = (
         "import sys\nfrom imagekit.cli import main\n"
-        f"main({argv!r})\n"
-        "print(sorted(m for m in ('rich', 'pydantic', 'jinja2') if m in sys.modules))"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        f"print(sorted(m for m in {modules!r} if m in sys.modules))"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe],
@@ -182,11 +174,14 @@ def _modules_after(argv: list[str], env: dict[str, str] | None = None) -> tuple[
     return result.stdout.strip().splitlines(), result.stdout + result.stderr
 
 
+FAST_PATH_MODULES = ("rich", "pydantic", "jinja2")
+
+
 def test_mpirun_prints_its_line_without_rich_or_the_recipe_model():
     """`imagekit mpirun` runs in job scripts and prints one plain line: the consoles are made
     on first use (imagekit/console.py), so neither rich nor pydantic is imported for it."""
     argv = ["mpirun", "--workers", "2", "--slots", "8", "--gpu", "--", "python3", "train.py"]
-    lines, shown = _modules_after(argv)
+    lines, shown = _modules_after(argv, FAST_PATH_MODULES)
     assert lines[0].startswith("mpirun -np 16 -npernode 8 "), shown
     assert lines[-1] == "[]", shown
 
@@ -194,9 +189,9 @@ def test_mpirun_prints_its_line_without_rich_or_the_recipe_model():
 def test_an_unchanged_render_loads_neither_rich_nor_the_recipe_machinery(tmp_path):
     argv = ["render", str(ROOT / "recipes/deepspeed-cu122.yaml"), "-o", str(tmp_path / "out")]
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "NO_COLOR": "1"}
-    lines, shown = _modules_after(argv, env)
+    lines, shown = _modules_after(argv, FAST_PATH_MODULES, env)
     assert lines == [f"rendered {tmp_path / 'out'}/", "['jinja2', 'pydantic']"], shown
-    lines, shown = _modules_after(argv, env)  # written from the record
+    lines, shown = _modules_after(argv, FAST_PATH_MODULES, env)  # written from the record
     assert lines == [f"rendered {tmp_path / 'out'}/", "[]"], shown
 
 
