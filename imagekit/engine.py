@@ -516,6 +516,17 @@ class Container:
             code = self._api.exec_inspect(exec_id)["ExitCode"]
         return code, output.decode(errors="replace")
 
+    def read(self, argv: list[str], *, user: str | None = None) -> tuple[int, str]:
+        """`exec` for commands that print something whenever they succeed. The engine now and
+        then loses all output of a short exec while reporting its exit code (moby#27289,
+        docker-py#2042); a success with no output is that loss, so ask again (up to 3 times)
+        rather than read "nothing" as the image's answer."""
+        for _ in range(3):
+            code, output = self.exec(argv, user=user)
+            if code != 0 or output.strip():
+                break
+        return code, output
+
     def exec_split(self, argv: list[str], *, user: str | None = None) -> tuple[int, bytes, bytes]:
         """Run `argv` inside; (exit code, stdout, stderr), as bytes and kept apart."""
         with _engine_errors(f"exec in {self.name} failed"):

@@ -96,16 +96,16 @@ def inventory(
     with engine.container(
         info["Id"], entrypoint=KEEPALIVE, command=[], user="0", labels=labels
     ) as box:
-        dpkg = _pairs(box.exec(["/bin/sh", "-c", DPKG])[1])
-        code, out = box.exec(["/bin/sh", "-c", PIP])
+        dpkg = _pairs(box.read(["/bin/sh", "-c", DPKG])[1])
+        code, out = box.read(["/bin/sh", "-c", PIP])
         pip = json.loads(out) if code == 0 and out.strip() else {}
         if for_sbom:
-            extra["os_release"] = _os_release(box.exec(["/bin/sh", "-c", OS_RELEASE])[1])
-            extra["deb_details"] = box.exec(["/bin/sh", "-c", DPKG_DETAILS])[1]
-            extra["deb_licenses"] = box.exec(["/bin/sh", "-c", DPKG_LICENSES])[1]
+            extra["os_release"] = _os_release(box.read(["/bin/sh", "-c", OS_RELEASE])[1])
+            extra["deb_details"] = box.read(["/bin/sh", "-c", DPKG_DETAILS])[1]
+            extra["deb_licenses"] = box.read(["/bin/sh", "-c", DPKG_LICENSES])[1]
             # the code travels as $0, so no quoting; images without python3 have no pip
             script = 'command -v python3 >/dev/null && exec python3 -c "$0"'
-            code, out = box.exec(["/bin/sh", "-c", script, PIP_LICENSES])
+            code, out = box.read(["/bin/sh", "-c", script, PIP_LICENSES])
             extra["pip_licenses"] = json.loads(out) if code == 0 and out.strip() else {}
     inv = Inventory(
         image,

@@ -185,7 +185,7 @@ def _torch_probe(box: Container, ops: str) -> dict[str, Any]:
     # At low priority: importing torch is seconds of CPU that the ssh and MPI checks running
     # meanwhile would otherwise wait behind; the checks that read its answer come last.
     low = 'if command -v nice >/dev/null; then exec nice -n 15 "$@"; else exec "$@"; fi'
-    code, out = box.exec(["/bin/sh", "-c", low, "sh", "python3", "-c", script, ops])
+    code, out = box.read(["/bin/sh", "-c", low, "sh", "python3", "-c", script, ops])
     try:
         return json.loads(out.strip().splitlines()[-1]) if code == 0 else {"error": out}
     except (ValueError, IndexError):
@@ -193,7 +193,7 @@ def _torch_probe(box: Container, ops: str) -> dict[str, Any]:
 
 
 def _versions_probe(box: Container) -> dict[str, Any]:
-    _, out = box.exec(["/bin/sh", "-c", data_text("versions_probe.sh")])
+    _, out = box.read(["/bin/sh", "-c", data_text("versions_probe.sh")])
     return parse_version_facts(out)
 
 
@@ -283,9 +283,11 @@ def _still_there(box: Container) -> None:
 def _initial_facts(box: Container, user: str) -> dict[str, str]:
     """State that later checks (which start sshd) would change, read first; and the
     profile's user's IDs (K1: a non-root profile's keys are mounted owned by it)."""
-    code, out = box.exec(["/bin/sh", "-c", "stat -c '%U %a %F' /run/sshd 2>/dev/null"])
-    facts = {"run_sshd": out.strip() if code == 0 else "missing"}
-    code, out = box.exec(["/bin/sh", "-c", f"id -u {user} && id -g {user}"])
+    # Both always print (`missing` included), so box.read can tell a lost output from an answer.
+    stat = "stat -c '%U %a %F' /run/sshd 2>/dev/null || echo missing"
+    code, out = box.read(["/bin/sh", "-c", stat])
+    facts = {"run_sshd": out.strip() if code == 0 and out.strip() else "missing"}
+    code, out = box.read(["/bin/sh", "-c", f"id -u {user} && id -g {user}"])
     if code == 0 and len(out.split()) == 2:
         facts["uid"], facts["gid"] = out.split()
     return facts

@@ -61,3 +61,44 @@ def test_a_killed_step_is_the_engine_going_away_only_when_it_stops_answering(
     with pytest.raises(error) as info:
         engine.build(tmp_path, report=lambda event: None)
     assert isinstance(info.value, BuildError) is engine_up  # an OOM kill stays a build failure
+
+
+class _LossyExecApi:
+    """An engine that loses the output of the first `lose` execs but reports their exit
+    code, as moby#27289 describes."""
+
+    def __init__(self, lose: int, code: int = 0, output: bytes = b"root 755 directory\n"):
+        self.lose, self.code, self.output, self.calls = lose, code, output, 0
+
+    def exec_create(self, container, argv, user=""):
+        return {"Id": f"exec-{self.calls}"}
+
+    def exec_start(self, exec_id):
+        self.calls += 1
+        return b"" if self.calls <= self.lose else self.output
+
+    def exec_inspect(self, exec_id):
+        return {"ExitCode": self.code}
+
+
+def _container(api):
+    from imagekit.engine import Container
+
+    engine = Engine.__new__(Engine)
+    engine.api = api
+    return Container(engine, "c0ffee", "imagekit-test")
+
+
+def test_read_asks_again_when_a_success_comes_back_without_its_output():
+    api = _LossyExecApi(lose=2)
+    assert _container(api).read(["stat", "/run/sshd"]) == (0, "root 755 directory\n")
+    assert api.calls == 3
+    plain = _LossyExecApi(lose=1)
+    assert _container(plain).exec(["stat", "/run/sshd"]) == (0, "")  # what read guards against
+
+
+def test_read_takes_a_failure_or_a_lasting_silence_at_its_word():
+    failed = _LossyExecApi(lose=5, code=1)
+    assert _container(failed).read(["false"]) == (1, "") and failed.calls == 1
+    silent = _LossyExecApi(lose=99)
+    assert _container(silent).read(["true"]) == (0, "") and silent.calls == 3
