@@ -105,6 +105,7 @@ def main() -> None:
         "rank": rank, "world": world, "host": socket.gethostname(),
         "local_rank": int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", -1)),
         "first_loss": epoch_losses[0], "last_loss": epoch_losses[-1], "stage": args.stage,
+        "device": str(engine.device), "backend": torch.distributed.get_backend(),
     }), flush=True)
 
 

@@ -173,10 +173,12 @@ def marked(output: str, marker: str) -> list[dict]:
 
 def assert_e1_trained(output: str) -> None:
     """E1 over 2 workers x 2 slots: four ranks of ZeRO stage 2, each on its worker, each
-    with a lower loss at the end than at the start."""
+    with a lower loss at the end than at the start, on the CPU over gloo (no GPU here; the
+    GPU run of the same program is tests/gpu_host)."""
     trained = marked(output, "IMAGEKIT_TRAIN")
     assert sorted(t["rank"] for t in trained) == [0, 1, 2, 3]
     for t in trained:
         assert t["world"] == 4 and t["stage"] == 2
         assert t["host"].endswith(f"-worker-{t['rank'] // 2}")
         assert t["last_loss"] < t["first_loss"], t
+        assert (t["device"].split(":")[0], t["backend"]) == ("cpu", "gloo"), t
