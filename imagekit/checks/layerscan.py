@@ -15,6 +15,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -185,3 +186,41 @@ def _entry_files(entry: dict[str, Any], diff_id: str, rules: str) -> list[LayerF
 
 def _digest(rows: list[Any]) -> str:
     return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+
+
+# -- private keys: whose they are ---------------------------------------------------------
+
+KEY_NAMES = re.compile(r"(^|/)(ssh_host_\w+_key|id_(rsa|dsa|ecdsa|ed25519)(_sk)?)$")
+# Where package managers put files: a key there came with a public wheel or deb (test
+# fixtures: fsspec's keycert.pem, tornado's test.key, ...), so it is no secret of this image.
+PACKAGE_FILES = re.compile(r"(^|/)lib/python3[^/]*/(site|dist)-packages/|^usr/share/")
+
+
+def where(f) -> str:
+    return f"/{f.path} (layer {f.layer}{', deleted later but still shipped' if f.shadowed else ''})"
+
+
+def key_kind(path: str) -> str:
+    """host (sshd's), user (anything else a login could use), or package (shipped inside
+    an installed package; an ssh key file name is never that)."""
+    if path.startswith("etc/ssh/"):
+        return "host"
+    if PACKAGE_FILES.search(path) and not KEY_NAMES.search(path):
+        return "package"
+    return "user"
+
+
+def sort_keys(found, allowed: set[str]) -> tuple[list[str], list[str], list[str]]:
+    """(undeclared, declared, inside packages), each as "KIND key /PATH (layer N)". A key
+    deleted in a later layer is undeclared whatever its kind: it still ships, unintended."""
+    bad, declared, packaged = [], [], []
+    for f in found:
+        kind = key_kind(f.path)
+        entry = f"{kind} key {where(f)}"
+        if kind == "package" and not f.shadowed:
+            packaged.append(entry)
+        elif kind in allowed and not f.shadowed:
+            declared.append(entry)
+        else:
+            bad.append(entry)
+    return bad, declared, packaged

@@ -196,13 +196,17 @@ def test_layers_read_in_place_and_exported_give_the_same_findings(engine, mini, 
     assert expected in by_id["build-secrets-in-layers"]["evidence"], output
 
 
+FIXTURE_DIR = "/usr/lib/python3/dist-packages/demo/tests"
+
+
 def test_a_check_on_a_known_base_reads_only_new_layers_and_finds_a_key_planted_there(
     engine, mini, tmp_path
 ):
     """Issue 16: layer scans are cached by diff ID. Checking an image built on an image
     already checked reads only its new layer, and a private key planted in that layer (under
     a name that does not say "key": found by content) is still found and named. (mini
-    declares baked user keys, so the check counts it as one: a warning naming it.)"""
+    declares baked user keys, so the check counts it as one: a warning naming it.) A key
+    inside an installed package (a public test fixture) is named too, as such, not counted."""
     env = {**build_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     code, report, output = check_json(mini, tmp_path, env=env)
     assert code == 0, output
@@ -214,7 +218,9 @@ def test_a_check_on_a_known_base_reads_only_new_layers_and_finds_a_key_planted_t
         engine,
         tmp_path / "planted",
         "imagekit-test/planted-key:latest",
-        f"FROM {mini}\nRUN mkdir -p /opt/app && ssh-keygen -q -t ed25519 -N '' -f /opt/app/deploy.pem\n",
+        f"FROM {mini}\nRUN mkdir -p /opt/app {FIXTURE_DIR}"
+        f" && ssh-keygen -q -t ed25519 -N '' -f /opt/app/deploy.pem"
+        f" && ssh-keygen -q -t ed25519 -N '' -f {FIXTURE_DIR}/server.key\n",
         {},
     )
     layers = len(engine.inspect_image(planted)["RootFS"]["Layers"])
@@ -222,7 +228,10 @@ def test_a_check_on_a_known_base_reads_only_new_layers_and_finds_a_key_planted_t
     by_id = {r["id"]: r for r in report["results"]}
     keys = by_id["private-keys-in-layers"]
     assert keys["status"] == "warn", output
-    assert f"/opt/app/deploy.pem (layer {layers - 1})" in keys["evidence"], output
+    declared, packaged = keys["evidence"].split("; inside installed packages")
+    assert f"user key /opt/app/deploy.pem (layer {layers - 1})" in declared, output
+    assert f"package key {FIXTURE_DIR}/server.key (layer {layers - 1})" in packaged, output
+    assert "server.key" not in declared, output
     source = by_id["build-secrets-in-layers"]["evidence"]
     assert f"{layers} layers: {layers - 1} from the cache, 1 read" in source, source
 

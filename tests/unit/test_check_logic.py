@@ -299,3 +299,42 @@ def test_version_facts_parse_tabbed_lines_and_ignore_the_rest():
 
     facts = parse_version_facts("has\tmpirun\nnoise\npython\t3.11\nopenmpi\t\nhas\tpython3\n")
     assert facts == {"has": {"mpirun", "python3"}, "python": "3.11"}
+
+
+def _key(path, layer=3, shadowed=False):
+    from imagekit.layers import LayerFile
+
+    return LayerFile(layer, path, 400, 0o600, shadowed=shadowed)
+
+
+def test_keys_inside_installed_packages_are_named_but_not_counted():
+    from imagekit.checks.layerscan import key_kind, sort_keys
+
+    assert key_kind("etc/ssh/ssh_host_rsa_key") == "host"
+    assert key_kind("root/.ssh/id_rsa") == "user"
+    assert key_kind("opt/app/deploy.pem") == "user"
+    fixture = "usr/lib/python3/dist-packages/fsspec/implementations/tests/keycert.pem"
+    assert key_kind(fixture) == "package"
+    assert key_kind("opt/venv/lib/python3.11/site-packages/tornado/test/test.key") == "package"
+    assert key_kind("usr/share/doc/openssl/demo.key") == "package"
+    # an ssh key file name is a login key wherever it sits
+    assert key_kind("usr/local/lib/python3.12/site-packages/app/id_ed25519") == "user"
+    bad, declared, packaged = sort_keys(
+        [_key("root/.ssh/id_rsa"), _key(fixture), _key("etc/ssh/ssh_host_ed25519_key")],
+        allowed={"host"},
+    )
+    assert bad == ["user key /root/.ssh/id_rsa (layer 3)"]
+    assert declared == ["host key /etc/ssh/ssh_host_ed25519_key (layer 3)"]
+    assert packaged == [f"package key /{fixture} (layer 3)"]
+
+
+def test_a_deleted_key_is_undeclared_whatever_its_kind():
+    from imagekit.checks.layerscan import sort_keys
+
+    fixture = "usr/lib/python3/dist-packages/demo/tests/server.key"
+    bad, declared, packaged = sort_keys(
+        [_key(fixture, shadowed=True), _key("etc/ssh/ssh_host_rsa_key", shadowed=True)],
+        allowed={"host", "user"},
+    )
+    assert len(bad) == 2 and not declared and not packaged
+    assert all("deleted later but still shipped" in entry for entry in bad)

@@ -3,20 +3,19 @@ private keys, build secrets, credentials. Evidence names the place and masks the
 
 from __future__ import annotations
 
-import re
-
 from imagekit.checks import check
 from imagekit.checks.facts import expect
-from imagekit.checks.layerscan import CERTIFICATE, CREDENTIAL, PRIVATE_KEY
+from imagekit.checks.layerscan import (
+    CERTIFICATE,
+    CREDENTIAL,
+    KEY_NAMES,
+    PRIVATE_KEY,
+    sort_keys,
+    where,
+)
 from imagekit.credentials import find
 
 # -- security: what every layer ships -----------------------------------------------------
-
-KEY_NAMES = re.compile(r"(^|/)(ssh_host_\w+_key|id_(rsa|dsa|ecdsa|ed25519)(_sk)?)$")
-
-
-def _where(f) -> str:
-    return f"/{f.path} (layer {f.layer}{', deleted later but still shipped' if f.shadowed else ''})"
 
 
 @check(
@@ -33,13 +32,12 @@ def check_private_keys(ctx, note):
         allowed.add("host")
     if ctx.declared("user-keys") == "image":
         allowed.add("user")
-    bad, declared = [], []
-    for f in found:
-        kind = "host" if f.path.startswith("etc/ssh/") else "user"
-        (declared if kind in allowed and not f.shadowed else bad).append(f"{kind} key {_where(f)}")
+    bad, declared, packaged = sort_keys(found, allowed)
     expect(not bad, "; ".join(bad))
     if declared:
         note("warn", "declared: " + "; ".join(declared))
+    if packaged:
+        note("info", "inside installed packages (public test fixtures): " + "; ".join(packaged))
 
 
 @check(
@@ -53,11 +51,11 @@ def check_build_secrets(ctx, note):
     bad = []
     for f in ctx.layers():
         if "imagekit-build" in f.path:
-            bad.append(f"build file {_where(f)}")
+            bad.append(f"build file {where(f)}")
         elif CERTIFICATE in f.findings and (
             f.shadowed or f.path.startswith(("tmp/", "var/tmp/", "root/"))
         ):
-            bad.append(f"build-only certificate {_where(f)}")
+            bad.append(f"build-only certificate {where(f)}")
     expect(not bad, "; ".join(bad))
     note("info", ctx.layer_source)
 
@@ -78,7 +76,7 @@ def check_credentials_in_layers(ctx):
             continue  # build-secrets-in-layers names those
         reasons = [x.removeprefix(CREDENTIAL) for x in f.findings if x.startswith(CREDENTIAL)]
         if reasons:
-            bad.append(f"{_where(f)}: {'; '.join(reasons)}")
+            bad.append(f"{where(f)}: {'; '.join(reasons)}")
     expect(not bad, "; ".join(bad))
 
 
