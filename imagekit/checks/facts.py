@@ -37,11 +37,26 @@ def _once(host, key: str, read: Callable[[], Any]) -> Any:
     return known[key]
 
 
-def has(host, command: str) -> bool:
+# The commands data/initial_probe.sh looks up on PATH for every check run (one exec for all).
+PROBED_COMMANDS = ("python3", "mpirun", "ssh", "orted", "prted", "ldd")
+
+
+def probed(ctx) -> bool:
+    """Did the initial probe run (else each fact is asked of the image when needed)?"""
+    return "end" in ctx.initial
+
+
+def has(ctx, host, command: str) -> bool:
+    """Is `command` on the image's PATH (the same for root and the profile's user: exec takes
+    PATH from the image's ENV)?"""
+    if probed(ctx) and command in PROBED_COMMANDS:
+        return command in ctx.initial["has"]
     return _once(host, f"has:{command}", lambda: host.run(f"command -v {command}").rc == 0)
 
 
-def sshd_binary(host) -> str | None:
+def sshd_binary(ctx, host) -> str | None:
+    if probed(ctx):
+        return ctx.initial.get("sshd")
     found = _once(
         host,
         "sshd",
@@ -51,6 +66,18 @@ def sshd_binary(host) -> str | None:
         ).stdout.strip(),
     )
     return found or None
+
+
+def bash_path(ctx, host) -> str | None:
+    if probed(ctx):
+        return ctx.initial.get("bash")
+    return next((p for p in ("/bin/bash", "/usr/bin/bash") if exists(host, p)), None)
+
+
+def ssh_client_settings(host) -> dict[str, str]:
+    """`ssh -G worker-0` as a dict (lower-case names): what the client would do, read once."""
+    output = _once(host, "ssh -G", lambda: host.run("ssh -G worker-0").stdout)
+    return dict((line.split(" ", 1) + [""])[:2] for line in output.splitlines())
 
 
 def repair_run_sshd(host, ctx) -> list[str]:
@@ -88,7 +115,7 @@ def start_sshd(host, ctx, settings: dict[str, str] | None) -> Sshd:
     # A non-root sshd (K1) runs without privilege separation: no /run/sshd to repair. `host`
     # is then the profile user's, and sshd reads the config the operator passes with -f.
     repaired = [] if ctx.profile.non_root else repair_run_sshd(host, ctx)
-    sshd = sshd_binary(host)
+    sshd = sshd_binary(ctx, host)
     if sshd is None or settings is None:
         return Sshd(False, None, "sshd missing or its configuration is invalid (see R4)")
     port = int(settings.get("port", "22"))
@@ -108,6 +135,10 @@ def config_flag(ctx) -> str:
     return "" if config == "/etc/ssh/sshd_config" else f" -f {config}"
 
 
-def image_private_keys(host, key_dir: str = "/root/.ssh") -> list[str]:
+def image_private_keys(ctx, host) -> list[str]:
+    """The private keys baked into the profile's key directory (id_rsa, id_ed25519, id_ecdsa)."""
+    if probed(ctx):
+        return ctx.initial["keys"]
+    key_dir = ctx.profile.key_dir
     names = " ".join(f"{key_dir}/{name}" for name in ("id_rsa", "id_ed25519", "id_ecdsa"))
     return host.run(f"ls {names} 2>/dev/null").stdout.split()

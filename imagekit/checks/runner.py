@@ -21,6 +21,7 @@ import testinfra
 
 from imagekit import signals
 from imagekit.checks.backend import hostspec
+from imagekit.checks.facts import PROBED_COMMANDS
 from imagekit.checks.layerscan import LayerCache, scan_image
 from imagekit.checks.report import CheckReport, CheckResult
 from imagekit.datafiles import data_text
@@ -61,7 +62,7 @@ class CheckContext:
     engine: Engine
     run: str = ""  # this check run's ID, the value of CHECK_LABEL
     container: Container | None = None
-    initial: dict[str, str] = field(default_factory=dict)  # facts read before any check ran
+    initial: dict[str, Any] = field(default_factory=dict)  # facts read before any check ran
     _layers: list[LayerFile] | None = None
     _torch: _Background | None = None
     _mounted: _Background | None = None
@@ -194,18 +195,21 @@ def _torch_probe(box: Container, ops: str) -> dict[str, Any]:
 
 def _versions_probe(box: Container) -> dict[str, Any]:
     _, out = box.read(["/bin/sh", "-c", data_text("versions_probe.sh")])
-    return parse_version_facts(out)
+    return parse_probe_output(out)
 
 
-def parse_version_facts(output: str) -> dict[str, Any]:
-    """The probe's `KEY<TAB>VALUE` lines; `has` lines gather into one set."""
-    facts: dict[str, Any] = {"has": set()}
+def parse_probe_output(output: str) -> dict[str, Any]:
+    """A probe's `KEY<TAB>VALUE` lines (the first of each key wins); `has` lines gather into
+    one set, `key` lines into the list `keys`."""
+    facts: dict[str, Any] = {"has": set(), "keys": []}
     for line in output.splitlines():
         key, tab, value = line.partition("\t")
         if not tab or not value.strip():
             continue
         if key == "has":
             facts["has"].add(value.strip())
+        elif key == "key":
+            facts["keys"].append(value.strip())
         else:
             facts.setdefault(key, value.strip())
     return facts
@@ -249,7 +253,7 @@ def run_checks(
         ctx.prefetch_layers()
         with engine.container(image, user="0", gpus=gpus, **ctx.keepalive()) as box:
             ctx.container = box
-            ctx.initial = _initial_facts(box, profile.user)
+            ctx.initial = _initial_facts(box, profile.user, profile.key_dir)
             ctx.prefetch_torch()
             ctx.prefetch_versions()
             ctx.prefetch_mounted()
@@ -280,16 +284,18 @@ def _still_there(box: Container) -> None:
         )
 
 
-def _initial_facts(box: Container, user: str) -> dict[str, str]:
-    """State that later checks (which start sshd) would change, read first; and the
-    profile's user's IDs (K1: a non-root profile's keys are mounted owned by it)."""
-    # Both always print (`missing` included), so box.read can tell a lost output from an answer.
-    stat = "stat -c '%U %a %F' /run/sshd 2>/dev/null || echo missing"
-    code, out = box.read(["/bin/sh", "-c", stat])
-    facts = {"run_sshd": out.strip() if code == 0 and out.strip() else "missing"}
-    code, out = box.read(["/bin/sh", "-c", f"id -u {user} && id -g {user}"])
-    if code == 0 and len(out.split()) == 2:
-        facts["uid"], facts["gid"] = out.split()
+def _initial_facts(box: Container, user: str, key_dir: str) -> dict[str, Any]:
+    """State that later checks (which start sshd) would change, read first; the profile's
+    user's IDs (K1: a non-root profile's keys are mounted owned by it); which commands the
+    checks need are on PATH, where sshd and bash are, the keys baked into the profile's key
+    directory: data/initial_probe.sh, one exec."""
+    script = data_text("initial_probe.sh")
+    argv = ["/bin/sh", "-c", script, "sh", user, key_dir, *PROBED_COMMANDS]
+    code, out = box.read(argv)
+    facts = parse_probe_output(out if code == 0 else "")
+    facts.setdefault("run_sshd", "missing")
+    if "end" not in facts:  # the probe did not run: ask each fact of the image as it comes
+        del facts["has"], facts["keys"]
     return facts
 
 

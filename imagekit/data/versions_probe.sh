@@ -24,9 +24,23 @@ except Exception:
     pass
 PYTHON
 fi
-version=$(mpirun --version 2>/dev/null \
+banner=$(mpirun --version 2>/dev/null)
+first=$(printf '%s\n' "$banner" | sed -n '/./{p;q;}')
+[ -n "$first" ] && printf 'mpirun-banner\t%s\n' "$first"
+version=$(printf '%s\n' "$banner" \
     | sed -n 's/.*Open MPI)\{0,1\} \([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' | head -n 1)
 [ -n "$version" ] && printf 'openmpi\t%s\n' "$version"
 version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p' | head -n 1)
 [ -n "$version" ] && printf 'nvcc\t%s\n' "$version"
+# A system NCCL (libnccl.so.X.Y.Z): found_nccl's last resort. The unit tests name other dirs.
+lib_dirs=${IMAGEKIT_PROBE_LIB_DIRS:-/usr/lib/x86_64-linux-gnu /usr/local/cuda/lib64 /usr/lib64}
+for dir in $lib_dirs; do
+    for lib in "$dir"/libnccl.so.*; do
+        version=${lib##*/libnccl.so.}
+        case $version in
+            *[!0-9.]* | *..* | .* | *.) ;;
+            *.*.*) printf 'libnccl\t%s\n' "$version" && break 2 ;;
+        esac
+    done
+done
 exit 0

@@ -9,6 +9,7 @@ import sys
 import tarfile
 from importlib import resources
 from pathlib import Path
+from types import SimpleNamespace
 from xml.etree import ElementTree as ET
 
 import pytest
@@ -241,13 +242,13 @@ def test_imagekit_hosts_run_commands_through_the_engine_connection(monkeypatch):
     assert (result.rc, result.stdout_bytes, result.stderr_bytes) == (3, b"out\n", b"err\n")
 
 
-def _run_versions_probe(tmp_path, tools: dict[str, str]) -> dict:
+def _run_versions_probe(tmp_path, tools: dict[str, str], env=None) -> dict:
     """data/versions_probe.sh run by the host's sh with a PATH of stand-ins that print
     `tools[name]`, this interpreter as python3, and the sed and head the probe uses."""
     import os
     import shutil
 
-    from imagekit.checks.runner import parse_version_facts
+    from imagekit.checks.runner import parse_probe_output
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -259,10 +260,13 @@ def _run_versions_probe(tmp_path, tools: dict[str, str]) -> dict:
         os.symlink(shutil.which(tool), bin_dir / tool)
     script = resources.files("imagekit").joinpath("data/versions_probe.sh").read_text("utf-8")
     out = subprocess.run(
-        ["/bin/sh", "-c", script], env={"PATH": str(bin_dir)}, capture_output=True, text=True
+        ["/bin/sh", "-c", script],
+        env={"PATH": str(bin_dir), **(env or {})},
+        capture_output=True,
+        text=True,
     )
     assert out.returncode == 0, out.stderr
-    return parse_version_facts(out.stdout)
+    return parse_probe_output(out.stdout)
 
 
 def test_versions_probe_reads_every_version_in_one_run(tmp_path):
@@ -294,11 +298,31 @@ def test_versions_probe_leaves_out_what_is_missing(tmp_path):
     assert "openmpi" not in facts and "nvcc" not in facts
 
 
-def test_version_facts_parse_tabbed_lines_and_ignore_the_rest():
-    from imagekit.checks.runner import parse_version_facts
+def test_versions_probe_finds_a_system_nccl_by_its_full_version(tmp_path):
+    first, second = tmp_path / "lib", tmp_path / "cuda-lib64"
+    for directory, names in {
+        first: ["libnccl.so", "libnccl.so.2"],  # links without the full version: skipped
+        second: ["libnccl.so.2.18.3", "libnccl.so.2.18.3.bak"],
+    }.items():
+        directory.mkdir()
+        for name in names:
+            (directory / name).write_text("")
+    facts = _run_versions_probe(tmp_path, {}, {"IMAGEKIT_PROBE_LIB_DIRS": f"{first} {second}"})
+    assert facts["libnccl"] == "2.18.3"
+    (tmp_path / "empty").mkdir()
+    none = _run_versions_probe(
+        tmp_path / "empty", {}, {"IMAGEKIT_PROBE_LIB_DIRS": str(tmp_path / "empty")}
+    )
+    assert "libnccl" not in none
 
-    facts = parse_version_facts("has\tmpirun\nnoise\npython\t3.11\nopenmpi\t\nhas\tpython3\n")
-    assert facts == {"has": {"mpirun", "python3"}, "python": "3.11"}
+
+def test_version_facts_parse_tabbed_lines_and_ignore_the_rest():
+    from imagekit.checks.runner import parse_probe_output
+
+    facts = parse_probe_output(
+        "has\tmpirun\nnoise\npython\t3.11\nopenmpi\t\nhas\tpython3\nkey\t/a\nkey\t/b\n"
+    )
+    assert facts == {"has": {"mpirun", "python3"}, "python": "3.11", "keys": ["/a", "/b"]}
 
 
 def _key(path, layer=3, shadowed=False):
@@ -338,3 +362,83 @@ def test_a_deleted_key_is_undeclared_whatever_its_kind():
     )
     assert len(bad) == 2 and not declared and not packaged
     assert all("deleted later but still shipped" in entry for entry in bad)
+
+
+def _run_initial_probe(tmp_path, user: str, commands: list[str], key_names=()) -> dict:
+    """data/initial_probe.sh run by the host's sh, with stand-ins for `commands` on PATH and
+    `key_names` in the key directory."""
+    import os
+    import shutil
+
+    from imagekit.checks.runner import parse_probe_output
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in commands:
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    for tool in ("stat", "id"):
+        os.symlink(shutil.which(tool), bin_dir / tool)
+    script = resources.files("imagekit").joinpath("data/initial_probe.sh").read_text("utf-8")
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    for name in key_names:
+        (keys / name).write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    argv = [
+        *("/bin/sh", "-c", script, "sh", user, str(keys)),
+        *("python3", "mpirun", "ssh", "orted", "prted"),
+    ]
+    out = subprocess.run(argv, env={"PATH": str(bin_dir)}, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return parse_probe_output(out.stdout)
+
+
+def test_initial_probe_reads_every_fact_in_one_run(tmp_path):
+    import os
+
+    facts = _run_initial_probe(tmp_path, "root", ["mpirun", "prted"], ["id_ed25519", "id_rsa"])
+    assert facts["end"] == "1" and facts["has"] == {"mpirun", "prted"}
+    assert facts["keys"] == [str(tmp_path / "keys" / name) for name in ("id_rsa", "id_ed25519")]
+    assert (facts["uid"], facts["gid"]) == ("0", "0")
+    expected_run_sshd = "missing"
+    if os.path.isdir("/run/sshd"):
+        st = os.stat("/run/sshd")
+        expected_run_sshd = f"{'root' if st.st_uid == 0 else st.st_uid} {oct(st.st_mode)[-3:]}"
+    assert facts["run_sshd"].startswith(expected_run_sshd)
+    sshd = next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
+    assert facts.get("sshd") == sshd
+    bash = next((p for p in ("/bin/bash", "/usr/bin/bash") if os.path.exists(p)), None)
+    assert facts.get("bash") == bash
+
+
+def test_initial_probe_leaves_out_a_missing_user(tmp_path):
+    facts = _run_initial_probe(tmp_path, "no-such-user-here", [])
+    assert "uid" not in facts and "gid" not in facts and facts["has"] == set()
+    assert facts["keys"] == []
+    assert facts["end"] == "1"
+
+
+class _CountingHost:
+    def __init__(self, rc=0, stdout=""):
+        self.commands: list[str] = []
+        self.rc, self.stdout = rc, stdout
+
+    def run(self, command):
+        self.commands.append(command)
+        return SimpleNamespace(rc=self.rc, stdout=self.stdout, stderr="")
+
+
+def test_probed_facts_cost_no_exec_and_others_are_asked_once():
+    from imagekit.checks.facts import bash_path, has, sshd_binary
+
+    probed = SimpleNamespace(initial={"end": "1", "has": {"mpirun"}, "sshd": "/usr/sbin/sshd"})
+    host = _CountingHost()
+    assert has(probed, host, "mpirun") and not has(probed, host, "ssh")
+    assert sshd_binary(probed, host) == "/usr/sbin/sshd" and bash_path(probed, host) is None
+    assert host.commands == []
+    assert has(probed, host, "nvidia-smi") and has(probed, host, "nvidia-smi")  # not probed
+    assert host.commands == ["command -v nvidia-smi"]
+    unprobed = SimpleNamespace(initial={"run_sshd": "missing"})  # the probe could not run
+    other = _CountingHost(stdout="/usr/local/sbin/sshd\n")
+    assert has(unprobed, other, "mpirun") and sshd_binary(unprobed, other) == "/usr/local/sbin/sshd"
+    assert len(other.commands) == 2

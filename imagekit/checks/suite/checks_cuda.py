@@ -18,7 +18,7 @@ from imagekit.checks.facts import expect, has
     "image's torch",
 )
 def check_cuda_libraries(ctx, host, note):
-    if not has(host, "python3") or not has(host, "ldd"):
+    if not has(ctx, host, "python3") or not has(ctx, host, "ldd"):
         pytest.skip("no python3 or ldd")
     found = ctx.torch_facts()
     if "error" in found:

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from imagekit.checks import check
-from imagekit.checks.facts import exists, expect, has
+from imagekit.checks.facts import bash_path, expect, has
 
 # -- R1, R11, R2 --------------------------------------------------------------------------
 
@@ -40,8 +40,8 @@ def check_root_user(ctx):
     "bash exists (mpirun ... bash run.sh)",
     fix="install bash (apt-get install -y bash)",
 )
-def check_bash(host):
-    expect(exists(host, "/bin/bash") or exists(host, "/usr/bin/bash"), "no /bin/bash")
+def check_bash(ctx, host):
+    expect(bash_path(ctx, host) is not None, "no /bin/bash")
 
 
 @check(
@@ -50,20 +50,20 @@ def check_bash(host):
     "mpirun is on PATH",
     fix="install Open MPI (apt-get install -y openmpi-bin) or put its bin/ on PATH",
 )
-def check_mpirun(user_host, note):
+def check_mpirun(ctx, user_host, note):
     host = user_host
-    if not has(host, "mpirun"):  # PATH read only as the failure's evidence
+    if not has(ctx, host, "mpirun"):  # PATH read only as the failure's evidence
         missing = "mpirun not found on PATH " + host.run("echo $PATH").stdout.strip()
         pytest.fail(missing, pytrace=False)
-    version = host.run("mpirun --version").stdout.strip().splitlines()
-    note("info", version[0] if version else "mpirun present")
+    banner = ctx.version_facts().get("mpirun-banner")  # `mpirun --version`, read in background
+    note("info", banner or "mpirun present")
 
 
 # -- R8 ----------------------------------------------------------------------------------------
 
 
-def _need_mpirun(host) -> None:
-    if not has(host, "mpirun"):
+def _need_mpirun(ctx, host) -> None:
+    if not has(ctx, host, "mpirun"):
         pytest.skip("no mpirun (see R2)")
 
 
@@ -77,7 +77,7 @@ def _need_mpirun(host) -> None:
 def check_mpirun_as_root(ctx, host, note):
     if ctx.profile.non_root:
         pytest.skip(f"profile {ctx.profile.name} runs mpirun as {ctx.profile.user}")
-    _need_mpirun(host)
+    _need_mpirun(ctx, host)
     bare = host.run("timeout 60 mpirun -np 1 true")
     flagged = host.run("timeout 60 mpirun --allow-run-as-root -np 1 true")
     if ctx.profile.run_as_root == "env":
@@ -97,9 +97,9 @@ def check_mpirun_as_root(ctx, host, note):
     "a 2-rank mpirun runs inside the container",
     fix="check Open MPI's install and openmpi-mca-params.conf; run the command shown",
 )
-def check_mpirun_two_ranks(user_host, note):
+def check_mpirun_two_ranks(ctx, user_host, note):
     host = user_host  # as the profile's user: root, or K1's mpiuser
-    _need_mpirun(host)
+    _need_mpirun(ctx, host)
     cmd = (
         "timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "
         "sh -c 'echo rank=$OMPI_COMM_WORLD_RANK size=$OMPI_COMM_WORLD_SIZE'"

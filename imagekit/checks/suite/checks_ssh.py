@@ -13,6 +13,7 @@ from imagekit.checks.facts import (
     expect,
     has,
     image_private_keys,
+    ssh_client_settings,
     sshd_binary,
     start_sshd,
 )
@@ -28,7 +29,7 @@ from imagekit.checks.runner import testinfra_host
     fix="install openssh-server and fix /etc/ssh/sshd_config until `sshd -t` passes",
 )
 def check_sshd_config(ctx, host, user_host, effective_sshd):
-    sshd = sshd_binary(host)
+    sshd = sshd_binary(ctx, host)
     expect(sshd is not None, "no sshd binary (/usr/sbin/sshd)")
     if ctx.profile.non_root:  # K1: its host key is the mounted user key; test with a stand-in
         key = f"/tmp/imagekit-check-hostkey-{ctx.profile.user}"
@@ -148,8 +149,8 @@ def check_sshd_start(sshd, note):
 )
 def check_sshd_port(ctx, user_host, effective_sshd):
     server = int(_setting(effective_sshd, "port") or 22)
-    client = user_host.run("ssh -G worker-0 | grep -i '^port '").stdout.split()
-    client_port = int(client[1]) if len(client) == 2 else 22
+    client = ssh_client_settings(user_host).get("port", "22")
+    client_port = int(client) if client.isdigit() else 22
     expect(
         server == ctx.port and client_port == ctx.port,
         (
@@ -165,13 +166,10 @@ def check_sshd_port(ctx, user_host, effective_sshd):
     "the ssh client never asks about unknown host keys",
     fix="in /etc/ssh/ssh_config: `StrictHostKeyChecking no` and `UserKnownHostsFile /dev/null`",
 )
-def check_host_key_prompt(user_host, note):
-    if not has(user_host, "ssh"):
+def check_host_key_prompt(ctx, user_host, note):
+    if not has(ctx, user_host, "ssh"):
         pytest.fail("no ssh client (openssh-client): mpirun cannot reach workers")
-    settings = dict(
-        (line.split(" ", 1) + [""])[:2]
-        for line in user_host.run("ssh -G worker-0").stdout.splitlines()
-    )
+    settings = ssh_client_settings(user_host)
     strict = settings.get("stricthostkeychecking", "ask")
     known = settings.get("userknownhostsfile", "~/.ssh/known_hosts")
     expect(
@@ -219,7 +217,7 @@ def mounted_sshd(ctx, host, sshd, effective_sshd):
 def check_login_image_key(ctx, host, sshd, note):
     if "image" not in ctx.profile.user_keys:
         pytest.skip(f"profile {ctx.profile.name} does not use keys baked into images")
-    keys = image_private_keys(host, ctx.profile.key_dir)
+    keys = image_private_keys(ctx, host)
     if not keys:
         if "mounted" in ctx.profile.user_keys:
             pytest.skip("no key baked into the image; ssh-login-mounted-key covers R7")
@@ -277,10 +275,10 @@ def _image_env(ctx, name: str) -> str:
 def check_remote_environment(ctx, host, sshd, effective_sshd):
     if not sshd.running:
         pytest.skip("sshd is not running (see sshd-start)")
-    daemon = next((d for d in ("orted", "prted") if has(host, d)), None)
+    daemon = next((d for d in ("orted", "prted") if has(ctx, host, d)), None)
     if daemon is None:
         pytest.skip("neither orted (Open MPI 4) nor prted (Open MPI 5) under the image's ENV")
-    commands = [daemon] + (["python3"] if has(host, "python3") else [])
+    commands = [daemon] + (["python3"] if has(ctx, host, "python3") else [])
     probe = _REMOTE_PROBE.format(commands=" ".join(commands))
     with mounted_sshd(ctx, host, sshd, effective_sshd) as (other, started):
         if not started.running:

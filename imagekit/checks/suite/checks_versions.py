@@ -64,9 +64,7 @@ def found_nccl(ctx, host) -> str | None:
         found = found_dist(dist)(ctx, host)
         if found:
             return found
-    libs = host.run("ls /usr/lib/x86_64-linux-gnu /usr/local/cuda/lib64 /usr/lib64 2>/dev/null")
-    m = re.search(r"libnccl\.so\.(\d+\.\d+\.\d+)", libs.stdout)
-    return m.group(1) if m else None
+    return ctx.version_facts().get("libnccl")  # a system libnccl.so.X.Y.Z
 
 
 def _matches(component: str, expected: str, found: str) -> bool:

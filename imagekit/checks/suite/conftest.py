@@ -25,7 +25,7 @@ def effective_sshd(ctx, user_host) -> dict[str, str] | None:
     host = testinfra_host(ctx.container)
     if not ctx.profile.non_root:
         repair_run_sshd(host, ctx)
-    sshd = sshd_binary(host)
+    sshd = sshd_binary(ctx, host)
     if sshd is None:
         return None
     key = f"/tmp/imagekit-check-hostkey-{ctx.profile.user}"
