@@ -142,3 +142,26 @@ def image_private_keys(ctx, host) -> list[str]:
     key_dir = ctx.profile.key_dir
     names = " ".join(f"{key_dir}/{name}" for name in ("id_rsa", "id_ed25519", "id_ecdsa"))
     return host.run(f"ls {names} 2>/dev/null").stdout.split()
+
+
+# Both launches at once, in one exec: they are independent, and each is mostly waiting.
+_BOTH_MPIRUNS = r"""
+d=/tmp/imagekit-mpirun-$$ && mkdir -p "$d" || exit 90
+{ timeout 60 mpirun -np 1 true >/dev/null 2>"$d/bare"; echo $? >"$d/bare.rc"; } &
+{ timeout 60 mpirun --allow-run-as-root -np 1 true >/dev/null 2>"$d/flagged"; echo $? >"$d/flagged.rc"; } &
+wait
+echo "rc $(cat "$d/bare.rc") $(cat "$d/flagged.rc")"
+cat "$d/bare"; echo "--imagekit-flagged--"; cat "$d/flagged"
+rm -rf "$d"
+"""
+
+
+def both_mpiruns(host) -> tuple[tuple[int, str], tuple[int, str]]:
+    """(exit code, stderr) of `mpirun -np 1 true` and of the same with --allow-run-as-root."""
+    out = host.run(_BOTH_MPIRUNS).stdout
+    first, _, rest = out.partition("\n")
+    codes = first.split()
+    if len(codes) != 3 or codes[0] != "rc" or not all(c.isdigit() for c in codes[1:]):
+        pytest.fail(f"could not run mpirun: {out.strip()[:300]}", pytrace=False)
+    bare_err, _, flagged_err = rest.partition("--imagekit-flagged--\n")
+    return (int(codes[1]), bare_err.strip()), (int(codes[2]), flagged_err.strip())

@@ -51,6 +51,8 @@ def test_cpu_image_passes_every_check(cpu_image, tmp_path):
         assert statuses[required] in ("pass", "warn", "info"), (required, statuses[required])
     # the baked keys are declared by the recipe: reported, not failed
     assert statuses["private-keys-in-layers"] == "warn"
+    # the recipe sets OMPI_ALLOW_RUN_AS_ROOT*: bare mpirun and the flagged one both run (R8)
+    assert statuses["mpirun-as-root"] == "pass"
     assert "PASSED" in output
 
 
@@ -95,6 +97,10 @@ def test_mini_image_passes_whatever_the_users_pytest_settings(mini, tmp_path):
     }
     code, report, output = check_json(mini, tmp_path, env=env)
     assert code == 0 and failing(report) == set(), output
+    # mini does not set OMPI_ALLOW_RUN_AS_ROOT: the flagged mpirun runs, the bare one aborts
+    as_root = next(r for r in report["results"] if r["id"] == "mpirun-as-root")
+    assert as_root["status"] == "warn", as_root
+    assert "bare mpirun aborts as root" in as_root["evidence"], as_root
 
 
 @pytest.mark.parametrize("name", list(BROKEN))

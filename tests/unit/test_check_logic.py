@@ -442,3 +442,44 @@ def test_probed_facts_cost_no_exec_and_others_are_asked_once():
     other = _CountingHost(stdout="/usr/local/sbin/sshd\n")
     assert has(unprobed, other, "mpirun") and sshd_binary(unprobed, other) == "/usr/local/sbin/sshd"
     assert len(other.commands) == 2
+
+
+class _ShellHost:
+    """A testinfra-like host that runs commands with this machine's sh and a given PATH."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def run(self, command):
+        import os
+
+        env = {**os.environ, "PATH": self.path}
+        out = subprocess.run(["/bin/sh", "-c", command], env=env, capture_output=True, text=True)
+        return SimpleNamespace(rc=out.returncode, stdout=out.stdout, stderr=out.stderr)
+
+
+def test_both_mpiruns_report_each_launch_apart(tmp_path):
+    """A stand-in mpirun that, like Open MPI as root, aborts unless --allow-run-as-root."""
+    from imagekit.checks.facts import both_mpiruns
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mpirun").write_text(
+        '#!/bin/sh\ncase " $* " in *" --allow-run-as-root "*) exit 0;; esac\n'
+        'echo "mpirun has detected an attempt to run as root" >&2; exit 1\n'
+    )
+    (bin_dir / "mpirun").chmod(0o755)
+    bare, flagged = both_mpiruns(_ShellHost(f"{bin_dir}:/usr/bin:/bin"))
+    assert bare == (1, "mpirun has detected an attempt to run as root")
+    assert flagged == (0, "")
+
+
+def test_both_mpiruns_fail_the_check_when_the_shell_cannot_run_them(tmp_path):
+    from imagekit.checks.facts import both_mpiruns
+
+    class _Broken:
+        def run(self, command):
+            return SimpleNamespace(rc=126, stdout="", stderr="sh: not found")
+
+    with pytest.raises(pytest.fail.Exception, match="could not run mpirun"):
+        both_mpiruns(_Broken())

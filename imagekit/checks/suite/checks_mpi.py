@@ -7,7 +7,7 @@ import re
 import pytest
 
 from imagekit.checks import check
-from imagekit.checks.facts import bash_path, expect, has
+from imagekit.checks.facts import bash_path, both_mpiruns, expect, has
 
 # -- R1, R11, R2 --------------------------------------------------------------------------
 
@@ -78,16 +78,12 @@ def check_mpirun_as_root(ctx, host, note):
     if ctx.profile.non_root:
         pytest.skip(f"profile {ctx.profile.name} runs mpirun as {ctx.profile.user}")
     _need_mpirun(ctx, host)
-    bare = host.run("timeout 60 mpirun -np 1 true")
-    flagged = host.run("timeout 60 mpirun --allow-run-as-root -np 1 true")
+    bare, flagged = both_mpiruns(host)
     if ctx.profile.run_as_root == "env":
-        expect(bare.rc == 0, f"mpirun -np 1 true: {bare.stderr.strip()[:300]}")
+        expect(bare[0] == 0, f"mpirun -np 1 true: {bare[1][:300]}")
     else:
-        expect(
-            flagged.rc == 0,
-            (f"mpirun --allow-run-as-root -np 1 true: {flagged.stderr.strip()[:300]}"),
-        )
-        if bare.rc != 0:
+        expect(flagged[0] == 0, f"mpirun --allow-run-as-root -np 1 true: {flagged[1][:300]}")
+        if bare[0] != 0:
             note("warn", "bare mpirun aborts as root: every launch needs --allow-run-as-root")
 
 
