@@ -89,15 +89,27 @@ def repair_run_sshd(host, ctx) -> list[str]:
     return ["created /run/sshd 0755 first (see R6)"]
 
 
-def listening_ports(host) -> set[int]:
-    """TCP ports in LISTEN state, from /proc (no ss/netstat needed in the image)."""
-    out = host.run("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null").stdout
-    ports = set()
-    for line in out.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) > 3 and parts[3] == "0A" and ":" in parts[1]:
-            ports.add(int(parts[1].rsplit(":", 1)[1], 16))
-    return ports
+# Starts sshd and waits (5 s at most; none when sshd exits non-zero, as it does when it
+# refuses its configuration) until something listens on its port, reading
+# /proc/net/tcp{,6} with shell builtins (no ss, netstat or grep needed in the image): one
+# exec instead of a start and a read per try. Prints `listening`, or why not.
+_START_SSHD = r"""
+sshd_out=$($1 2>&1); rc=$?
+tries=0
+while [ $tries -lt 50 ]; do
+    for table in /proc/net/tcp /proc/net/tcp6; do
+        [ -r "$table" ] || continue
+        while read -r _ local _ state _; do
+            case "$local:$state" in *":$2:0A") echo listening; exit 0 ;; esac
+        done < "$table"
+    done
+    [ "$rc" -ne 0 ] && break  # sshd refused to start: nothing will listen
+    sleep 0.1
+    tries=$((tries + 1))
+done
+echo "not listening (sshd exited $rc)"
+tail -n 5 "$3" 2>/dev/null || printf '%s\n' "$sshd_out"
+"""
 
 
 @dataclass
@@ -119,13 +131,14 @@ def start_sshd(host, ctx, settings: dict[str, str] | None) -> Sshd:
     if sshd is None or settings is None:
         return Sshd(False, None, "sshd missing or its configuration is invalid (see R4)")
     port = int(settings.get("port", "22"))
-    result = host.run(f"{sshd}{config_flag(ctx)} -E /tmp/imagekit-sshd.log")
-    for _ in range(50):
-        if port in listening_ports(host):
-            return Sshd(True, port, f"sshd listening on {port}", repaired)
-        host.run("sleep 0.1")
-    log = host.run("tail -n 5 /tmp/imagekit-sshd.log").stdout.strip()
-    detail = (log or result.stderr.strip() or result.stdout.strip()).replace("\n", " | ")
+    log = "/tmp/imagekit-sshd.log"
+    command = f"{sshd}{config_flag(ctx)} -E {log}"
+    script = _START_SSHD.replace("'", "'\\''")
+    result = host.run(f"sh -c '{script}' sh '{command}' {port:04X} {log}")
+    first, _, rest = result.stdout.strip().partition("\n")
+    if first == "listening":
+        return Sshd(True, port, f"sshd listening on {port}", repaired)
+    detail = (rest.strip() or result.stderr.strip() or first).replace("\n", " | ")
     return Sshd(False, port, f"sshd did not listen on port {port}: {detail}", repaired)
 
 

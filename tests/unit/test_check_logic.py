@@ -483,3 +483,33 @@ def test_both_mpiruns_fail_the_check_when_the_shell_cannot_run_them(tmp_path):
 
     with pytest.raises(pytest.fail.Exception, match="could not run mpirun"):
         both_mpiruns(_Broken())
+
+
+def _sshd_ctx(binary: str):
+    profile = SimpleNamespace(non_root=True, sshd_config="/etc/ssh/sshd_config")
+    return SimpleNamespace(profile=profile, initial={"end": "1", "has": set(), "sshd": binary})
+
+
+def test_start_sshd_sees_its_port_listen_in_one_exec(tmp_path):
+    """The start-and-wait script finds a listening port in /proc/net/tcp (a socket of this
+    test stands in for sshd); a start that exits non-zero is not waited for, and the
+    evidence carries sshd's own words."""
+    import socket
+
+    from imagekit.checks.facts import start_sshd
+
+    host = _ShellHost("/usr/bin:/bin")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        started = start_sshd(host, _sshd_ctx("/bin/true"), {"port": str(port)})
+    assert started.running and started.evidence == f"sshd listening on {port}"
+    refusing = tmp_path / "sshd"
+    refusing.write_text("#!/bin/sh\necho 'sshd: no hostkeys available -- exiting.' >&2\nexit 1\n")
+    refusing.chmod(0o755)
+    started = start_sshd(host, _sshd_ctx(str(refusing)), {"port": str(port)})
+    assert not started.running
+    assert started.evidence == (
+        f"sshd did not listen on port {port}: sshd: no hostkeys available -- exiting."
+    )

@@ -241,21 +241,39 @@ def check_login_mounted_key(ctx, host, sshd, effective_sshd):
         pytest.skip(f"profile {ctx.profile.name} does not mount keys")
     if not sshd.running:
         pytest.skip("sshd is not running (see sshd-start)")
-    with mounted_sshd(ctx, host, sshd, effective_sshd) as (other, started):
-        expect(started.running, f"with keys mounted: {started.evidence}")
-        ok, detail = _login(other, started.port, ctx.profile.user)
+    started, result = _mounted_session(ctx, host, sshd, effective_sshd)
+    expect(started.running, f"with keys mounted: {started.evidence}")
+    ok = result.rc == 0 and "imagekit-login-ok" in result.stdout
+    detail = (result.stderr.strip() or result.stdout.strip()).replace("\n", " | ")
     user = ctx.profile.user
     expect(ok, f"ssh {user}@localhost with the key mounted at {ctx.profile.key_dir}: {detail}")
 
 
 # -- K4: what a rank started over ssh can find ---------------------------------------------
 
-# Printed by the remote shell: one `name=resolved path` line per command, then the library
-# path, as a non-interactive ssh session (mpirun's daemon start on a worker) sees them.
+# Printed by the remote shell after the login marker: one `name=resolved path` line per
+# command, then the library path, as a non-interactive ssh session (mpirun's daemon start on
+# a worker) sees them.
 _REMOTE_PROBE = (
-    'for c in {commands}; do printf "%s=%s\\n" "$c" "$(command -v "$c")"; done; '
+    "echo imagekit-login-ok; "
+    'for c in orted prted python3; do printf "%s=%s\\n" "$c" "$(command -v "$c")"; done; '
     'printf "LD_LIBRARY_PATH=%s\\n" "$LD_LIBRARY_PATH"'
 )
+
+
+def _mounted_session(ctx, host, sshd, effective_sshd):
+    """(Sshd, result) of one ssh login with the mounted key that also reads the remote
+    environment: the login check and K4's check share it (an ssh login is a quarter second).
+    `result` is None when sshd did not start with the keys mounted."""
+    if "mounted-session" not in ctx.shared:
+        with mounted_sshd(ctx, host, sshd, effective_sshd) as (other, started):
+            result = None
+            if started.running:
+                quoted = _REMOTE_PROBE.replace("'", "'\\''")
+                user = ctx.profile.user
+                result = other.run(f"ssh {SSH_OPTS} -p {started.port} {user}@localhost '{quoted}'")
+        ctx.shared["mounted-session"] = (started, result)
+    return ctx.shared["mounted-session"]
 
 
 def _image_env(ctx, name: str) -> str:
@@ -279,14 +297,10 @@ def check_remote_environment(ctx, host, sshd, effective_sshd):
     if daemon is None:
         pytest.skip("neither orted (Open MPI 4) nor prted (Open MPI 5) under the image's ENV")
     commands = [daemon] + (["python3"] if has(ctx, host, "python3") else [])
-    probe = _REMOTE_PROBE.format(commands=" ".join(commands))
-    with mounted_sshd(ctx, host, sshd, effective_sshd) as (other, started):
-        if not started.running:
-            pytest.skip(f"sshd did not start with keys mounted: {started.evidence}")
-        quoted = probe.replace("'", "'\\''")
-        user = ctx.profile.user
-        result = other.run(f"ssh {SSH_OPTS} -p {started.port} {user}@localhost '{quoted}'")
-    if result.rc != 0:
+    started, result = _mounted_session(ctx, host, sshd, effective_sshd)
+    if not started.running:
+        pytest.skip(f"sshd did not start with keys mounted: {started.evidence}")
+    if result.rc != 0 or "imagekit-login-ok" not in result.stdout:
         pytest.skip("no ssh login with a mounted key (see ssh-login-mounted-key)")
     seen = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
     lost = [
