@@ -178,3 +178,24 @@ def both_mpiruns(host) -> tuple[tuple[int, str], tuple[int, str]]:
         pytest.fail(f"could not run mpirun: {out.strip()[:300]}", pytrace=False)
     bare_err, _, flagged_err = rest.partition("--imagekit-flagged--\n")
     return (int(codes[1]), bare_err.strip()), (int(codes[2]), flagged_err.strip())
+
+
+# Ends each command's output in a script that runs several: `EXIT_MARK <exit code>`.
+EXIT_MARK = "--imagekit-exit"
+
+
+def split_sshd_output(stdout: str) -> tuple[dict[str, str] | None, int, str]:
+    """(`sshd -T`'s settings, None if it failed; `sshd -t`'s exit code and output)."""
+    settings_part, _, rest = stdout.partition(f"{EXIT_MARK} ")
+    t_code, _, rest = rest.partition("\n")
+    _, _, rest = rest.partition(f"{EXIT_MARK} ")
+    test_code, _, test_output = rest.partition("\n")
+    if not t_code.strip().isdigit() or not test_code.strip().isdigit():
+        return None, 1, f"could not run sshd: {stdout.strip()[-300:]}"
+    if int(t_code) != 0:
+        return None, int(test_code), test_output.strip()
+    settings: dict[str, str] = {}
+    for line in settings_part.splitlines():
+        name, _, value = line.partition(" ")
+        settings.setdefault(name.lower(), value.strip())
+    return settings, int(test_code), test_output.strip()

@@ -513,3 +513,20 @@ def test_start_sshd_sees_its_port_listen_in_one_exec(tmp_path):
     assert started.evidence == (
         f"sshd did not listen on port {port}: sshd: no hostkeys available -- exiting."
     )
+
+
+def test_sshd_settings_and_its_config_test_come_apart_from_one_output():
+    from imagekit.checks.facts import EXIT_MARK, split_sshd_output
+
+    good = f"port 22\nStrictModes no\n{EXIT_MARK} 0\n{EXIT_MARK} 0\n\n"
+    assert split_sshd_output(good) == ({"port": "22", "strictmodes": "no"}, 0, "")
+    no_keys = f"port 22\n{EXIT_MARK} 0\n{EXIT_MARK} 1\nsshd: no hostkeys available -- exiting.\n"
+    assert split_sshd_output(no_keys) == (
+        {"port": "22"},
+        1,
+        "sshd: no hostkeys available -- exiting.",
+    )
+    broken = f"{EXIT_MARK} 255\n{EXIT_MARK} 255\n/etc/ssh/sshd_config line 3: bad option\n"
+    assert split_sshd_output(broken) == (None, 255, "/etc/ssh/sshd_config line 3: bad option")
+    settings, code, output = split_sshd_output("sh: 1: Syntax error\n")
+    assert settings is None and code == 1 and "could not run sshd" in output

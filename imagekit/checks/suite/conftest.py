@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from imagekit.checks.facts import config_flag, repair_run_sshd, sshd_binary, start_sshd
+from imagekit.checks.facts import (
+    EXIT_MARK,
+    config_flag,
+    repair_run_sshd,
+    split_sshd_output,
+    sshd_binary,
+    start_sshd,
+)
 from imagekit.checks.runner import mounted_keys, start_mounted, testinfra_host
 
 
@@ -29,17 +36,20 @@ def effective_sshd(ctx, user_host) -> dict[str, str] | None:
     if sshd is None:
         return None
     key = f"/tmp/imagekit-check-hostkey-{ctx.profile.user}"
-    made = user_host.run(f"rm -f {key} {key}.pub; ssh-keygen -q -t ed25519 -N '' -f {key}").rc == 0
-    hostkey = f"-h {key}" if made else ""
     who = f"user={ctx.profile.user},host=localhost,addr=127.0.0.1"
-    result = user_host.run(f"{sshd}{config_flag(ctx)} -T {hostkey} -C {who}")
-    if result.rc != 0:
-        return None
-    settings: dict[str, str] = {}
-    for line in result.stdout.splitlines():
-        name, _, value = line.partition(" ")
-        settings.setdefault(name.lower(), value.strip())
-    return settings
+    # `sshd -t` as sshd-config runs it: a non-root profile's host key is mounted at run time
+    # (K1), so it tests with the stand-in key; root's uses the image's own keys.
+    test = f"{sshd}{config_flag(ctx)} -t -h {key}" if ctx.profile.non_root else f"{sshd} -t"
+    script = (
+        f"rm -f {key} {key}.pub; "
+        f"if ssh-keygen -q -t ed25519 -N '' -f {key} >/dev/null 2>&1; then h='-h {key}'; "
+        "else h=''; fi; "
+        f'{sshd}{config_flag(ctx)} -T $h -C {who} 2>/dev/null; echo "{EXIT_MARK} $?"; '
+        f'out=$({test} 2>&1); echo "{EXIT_MARK} $?"; printf \'%s\\n\' "$out"'
+    )
+    effective, test_rc, test_output = split_sshd_output(user_host.run(script).stdout)
+    ctx.shared["sshd -t"] = (test_rc, test_output)  # sshd-config's verdict, read in one exec
+    return effective
 
 
 @pytest.fixture(scope="session")
