@@ -15,9 +15,9 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 
+from imagekit.datafiles import data_text
 from imagekit.engine import KEEPALIVE, Container, Engine, Log, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
 from imagekit.launch import HOSTFILE, WORKER_COMMAND, LaunchRequest, recommend
@@ -385,7 +385,7 @@ def launcher_env(options: SmokeOptions, top: Topology | None = None) -> dict[str
 
 
 def _copy_in(box: Container, options: SmokeOptions) -> None:
-    probe = resources.files("imagekit").joinpath("data/probe.py").read_bytes()
+    probe = data_text("probe.py").encode()
     box.put_file(PROBE_PATH, probe)
     for source, target in options.copies:
         files = (
