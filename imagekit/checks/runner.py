@@ -11,6 +11,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -64,9 +65,7 @@ class CheckContext:
     container: Container | None = None
     initial: dict[str, Any] = field(default_factory=dict)  # facts read before any check ran
     _layers: list[LayerFile] | None = None
-    _torch: _Background | None = None
-    _mounted: _Background | None = None
-    _versions: _Background | None = None
+    _jobs: dict[str, _Background] = field(default_factory=dict)  # started by prefetch_*
     shared: dict[str, Any] = field(default_factory=dict)  # made once, used by several checks
     _workdir: Path | None = None
     layer_source: str = ""  # how the layers were read, for the report
@@ -82,30 +81,34 @@ class CheckContext:
     def declared(self, what: str) -> str | None:
         return self.labels.get(f"{LABEL_PREFIX}.ssh.{what}")
 
+    def _start(self, name: str, function: Callable[[], Any]) -> None:
+        if name not in self._jobs:
+            self._jobs[name] = _Background(function)
+
+    def _result(self, name: str, start: Callable[[], None]) -> Any:
+        """The background job's answer (started now if no prefetch started it)."""
+        if name not in self._jobs:
+            start()
+        return self._jobs[name].result()
+
     def prefetch_layers(self) -> None:
         """Export and walk the layers in the background while the container checks run:
         the export is the slowest part of a check (the engine re-tars every layer). A daemon
         thread, so an interrupted check exits at once instead of waiting for the export."""
-        self._prefetch = _Background(self._walk_layers)
+        self._start("layers", self._walk_layers)
 
     def prefetch_torch(self) -> None:
         """What the image's torch says (the CUDA it was built with, the NCCL it loads, its
         libraries and DeepSpeed's prebuilt ops), gathered by one background exec while the
         ssh and MPI checks run: importing torch takes seconds, and three checks need it."""
         box, ops = self.container, self.labels.get(OPS_LABEL, "")
-        self._torch = _Background(lambda: _torch_probe(box, ops))
+        self._start("torch", lambda: _torch_probe(box, ops))
 
     def prefetch_versions(self) -> None:
         """Every version the R12 checks compare, read by one background exec of
         data/versions_probe.sh (one or two execs per version before)."""
         box = self.container
-        self._versions = _Background(lambda: _versions_probe(box))
-
-    def version_facts(self) -> dict[str, Any]:
-        """{"has": {commands found}, "python": "3.11", "openmpi": ..., "dist:torch": ...}."""
-        if self._versions is None:
-            self.prefetch_versions()
-        return self._versions.result()
+        self._start("versions", lambda: _versions_probe(box))
 
     def prefetch_mounted(self) -> None:
         """Start the second container, the keys mounted like a Secret, in the background
@@ -115,19 +118,21 @@ class CheckContext:
         if self.profile.non_root or "mounted" not in self.profile.user_keys:
             return
         host = testinfra_host(self.container)
-        self._mounted = _Background(lambda: start_mounted_for_run(self, mounted_keys(self, host)))
+        self._start("mounted", lambda: start_mounted_for_run(self, mounted_keys(self, host)))
 
-    def mounted_container(self, host: Any) -> Container:
-        """The shared container with the keys mounted (prefetched, or started now)."""
-        if self._mounted is None:
-            return start_mounted_for_run(self, mounted_keys(self, host))
-        return self._mounted.result()
+    def version_facts(self) -> dict[str, Any]:
+        """{"has": {commands found}, "python": "3.11", "openmpi": ..., "dist:torch": ...}."""
+        return self._result("versions", self.prefetch_versions)
 
     def torch_facts(self) -> dict[str, Any]:
         """The probe's JSON: {"torch": None} without torch, {"error": ...} if it failed."""
-        if self._torch is None:
-            self.prefetch_torch()
-        return self._torch.result()
+        return self._result("torch", self.prefetch_torch)
+
+    def mounted_container(self, host: Any) -> Container:
+        """The shared container with the keys mounted (prefetched, or started now)."""
+        if "mounted" not in self._jobs:
+            return start_mounted_for_run(self, mounted_keys(self, host))
+        return self._jobs["mounted"].result()
 
     def _walk_layers(self) -> list[LayerFile]:
         """Every layer's files and findings (layerscan.scan_image): from the layer cache,
@@ -140,13 +145,12 @@ class CheckContext:
     def layers(self) -> list[LayerFile]:
         """Every file of every layer (the security checks need it)."""
         if self._layers is None:
-            prefetch = getattr(self, "_prefetch", None)
-            self._layers = prefetch.result() if prefetch is not None else self._walk_layers()
+            self._layers = self._result("layers", self.prefetch_layers)
         return self._layers
 
     def close(self) -> None:
-        if self._mounted is not None:  # else its container could start after the cleanup
-            self._mounted.wait()
+        if "mounted" in self._jobs:  # else its container could start after the cleanup
+            self._jobs["mounted"].wait()
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
