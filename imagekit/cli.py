@@ -343,8 +343,8 @@ def lock(recipe: Path, upgrade: bool, plain: bool, inputs) -> None:
 def check_cmd(image, profile, recipe, port, report_paths, fmt, gpus) -> None:
     """Check IMAGE (any image, built by imagekit or not; or a RECIPE's image) against a profile."""
     from imagekit.checks.report import report_format
-    from imagekit.loader import resolve_target
     from imagekit.profiles import load_profile
+    from imagekit.targets import resolve_target
 
     chosen = load_profile(profile)
     reports = [(path, report_format(path, fmt)) for path in report_paths]  # before any work
@@ -491,10 +491,10 @@ def smoke(image: str, profile: str | None, **kw) -> None:
 
     COMMAND (after --) runs in the launcher; the default is the platform's recommended mpirun
     line running a probe that reports every rank's host, rank and world size."""
-    from imagekit.loader import resolve_target
     from imagekit.progress import PlainReporter
     from imagekit.smoke import SmokeOptions
     from imagekit.smoke import smoke as run_smoke
+    from imagekit.targets import resolve_target
 
     if profile is not None:
         from imagekit.profiles import load_profile
@@ -689,10 +689,10 @@ def mpijob(
 )
 def publish(target, moving, require_check, **kw):
     """Push TARGET (a recipe's image, or any image) to a registry, checked and immutable."""
-    from imagekit.loader import publish_target
     from imagekit.progress import PlainReporter
     from imagekit.publish import PublishOptions
     from imagekit.publish import publish as run_publish
+    from imagekit.targets import publish_target
 
     image, recipe_moving = publish_target(target)
     if require_check is None:
@@ -726,7 +726,7 @@ def diff_cmd(image_a, image_b, no_files, strict, report_dir, fmt):
     """What differs between two images: config, packages, layers and files (type, mode,
     owner, link target, xattrs, content). Exit 0 when identical, 1 when they differ."""
     from imagekit.inventory import diff_images
-    from imagekit.loader import resolve_target
+    from imagekit.targets import resolve_target
 
     if no_files and report_dir is not None:
         raise UsageError("--report-dir needs the file level: drop --no-files")
@@ -753,7 +753,7 @@ def sbom(image, output):
     """A CycloneDX SBOM (dpkg and pip packages with versions) of IMAGE or a RECIPE's image."""
     from imagekit.files import write_json_atomic
     from imagekit.inventory import sbom_of
-    from imagekit.loader import resolve_target
+    from imagekit.targets import resolve_target
 
     body = sbom_of(*resolve_target(image))
     if output is None:

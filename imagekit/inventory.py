@@ -289,8 +289,8 @@ def _props(entry: Entry, fields: tuple[str, ...]) -> dict[str, Any]:
 
 
 def sbom_of(image: str, recipe: Path | None = None) -> dict:
-    from imagekit.loader import recipe_plan
     from imagekit.sbom import cyclonedx
+    from imagekit.targets import recipe_plan
 
     engine = Engine.connect()
     inv = inventory(engine, image, with_files=False, for_sbom=True)

@@ -667,7 +667,7 @@ def mpirun_line(request: dict, recipe: Path | None, profile: str) -> LaunchLine:
     fields = dict(request)  # the caller's mapping stays as it was
     plan = None
     if recipe is not None:  # the recipe machinery is the slow part of start-up: only then
-        from imagekit.loader import recipe_plan
+        from imagekit.targets import recipe_plan
 
         plan = recipe_plan(recipe)
     if plan is not None:
@@ -702,7 +702,7 @@ def openmpi_major_of(flag: str | None, recipe: Path | None) -> int | None:
     """`--openmpi` wins; else the recipe's Open MPI; else unknown."""
     if flag is not None:
         return int(flag)
-    from imagekit.loader import recipe_plan
+    from imagekit.targets import recipe_plan
 
     plan = recipe_plan(recipe)
     return plan.openmpi_major if plan is not None else None
@@ -723,7 +723,7 @@ def mpijob_manifest(
     profile: str | None = None,
 ) -> list[dict]:
     """The documents to `kubectl apply` for TARGET under `operator`."""
-    from imagekit.loader import recipe_plan, resolve_target
+    from imagekit.targets import recipe_plan, resolve_target
 
     image, recipe = resolve_target(target)
     chosen = None

@@ -22,7 +22,7 @@ from imagekit import compat, credentials
 from imagekit.datafiles import SafeLoader
 from imagekit.errors import RecipeError
 from imagekit.lockfile import locked_plan
-from imagekit.plan import Plan, make_plan
+from imagekit.plan import Plan
 from imagekit.recipe import LoadedRecipe, Recipe
 
 
@@ -202,22 +202,3 @@ def validate(paths: list[Path]) -> list[Validated]:
     if problems:
         raise RecipeError(problems)
     return results
-
-
-def resolve_target(target: str) -> tuple[str, Path | None]:
-    """RECIPE|IMAGE arguments: a .yaml path means that recipe's own image."""
-    if not target.endswith((".yaml", ".yml")):
-        return target, None
-    return make_plan(load_recipe(Path(target))).image, Path(target)
-
-
-def recipe_plan(recipe: Path | None) -> Plan | None:
-    return make_plan(load_recipe(recipe)) if recipe is not None else None
-
-
-def publish_target(target: str) -> tuple[str, tuple[str, ...]]:
-    """The image to publish and the recipe's moving tags (none for a plain image)."""
-    image, recipe = resolve_target(target)
-    plan = recipe_plan(recipe)
-    moving = tuple(t.rsplit(":", 1)[1] for t in plan.moving_tags) if plan else ()
-    return image, moving

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from packaging.version import Version
 
 from imagekit.compat import rules_data
+from imagekit.labels import LABEL_PREFIX
 from imagekit.ompi import OMPI5_MCA_RENAMES
 from imagekit.recipe import LoadedRecipe, Recipe
-
-LABEL_PREFIX = "io.imagekit"
 
 # Packages every image needs for R2-R11, by requirement.
 SYSTEM_PACKAGES = (

@@ -28,9 +28,8 @@ from imagekit.checks.report import CheckReport, CheckResult
 from imagekit.datafiles import data_text
 from imagekit.engine import KEEPALIVE, Container, Engine, Message, Reporter
 from imagekit.errors import EngineError, ImagekitError
+from imagekit.labels import LABEL_PREFIX
 from imagekit.layers import LayerFile
-from imagekit.loader import load_recipe
-from imagekit.plan import LABEL_PREFIX, make_plan
 from imagekit.profiles import Profile
 from imagekit.secrets import keygen, split_keygen_output, write_secret
 
@@ -187,10 +186,9 @@ class _Background:
 
 def _torch_probe(box: Container, ops: str) -> dict[str, Any]:
     script = data_text("cuda_probe.py")
-    # At low priority: importing torch is seconds of CPU that the ssh and MPI checks running
-    # meanwhile would otherwise wait behind; the checks that read its answer come last.
-    low = 'if command -v nice >/dev/null; then exec nice -n 15 "$@"; else exec "$@"; fi'
-    code, out = box.read(["/bin/sh", "-c", low, "sh", "python3", "-c", script, ops])
+    # At normal priority: with the other checks down to a dozen execs, the checks that wait
+    # for this answer (it imports torch, seconds of CPU) are what a check waits for last.
+    code, out = box.read(["python3", "-c", script, ops])
     try:
         return json.loads(out.strip().splitlines()[-1]) if code == 0 else {"error": out}
     except (ValueError, IndexError):
@@ -221,7 +219,9 @@ def parse_probe_output(output: str) -> dict[str, Any]:
 
 def expected_versions(labels: dict[str, str], recipe: Path | None) -> tuple[dict[str, str], str]:
     if recipe is not None:
-        return make_plan(load_recipe(recipe)).expected, f"recipe {recipe}"
+        from imagekit.targets import recipe_plan  # the recipe machinery, only when asked for
+
+        return recipe_plan(recipe).expected, f"recipe {recipe}"
     prefix = f"{LABEL_PREFIX}.version."
     found = {k.removeprefix(prefix): v for k, v in labels.items() if k.startswith(prefix)}
     return found, ("image labels" if found else "")
@@ -257,10 +257,10 @@ def run_checks(
         ctx.prefetch_layers()
         with engine.container(image, user="0", gpus=gpus, **ctx.keepalive()) as box:
             ctx.container = box
-            ctx.initial = _initial_facts(box, profile.user, profile.key_dir)
-            ctx.prefetch_torch()
+            ctx.prefetch_torch()  # the longest read (importing torch): started first
             ctx.prefetch_versions()
-            ctx.prefetch_mounted()
+            ctx.initial = _initial_facts(box, profile.user, profile.key_dir)
+            ctx.prefetch_mounted()  # its keys belong to the user the initial facts name
             results = _run_suite(ctx, report)
             _still_there(box)  # else the results blame the image for the engine's failure
     finally:

@@ -64,12 +64,22 @@ print(json.dumps(facts))
 """
 
 
-def torch_facts(ops, ds_dir):
+def start_torch_facts(ops, ds_dir):
+    """The child that imports torch (seconds), started first: the ldd runs overlap it."""
     env = dict(os.environ, DS_ACCELERATOR="cuda")
     mode = "deepspeed" if ds_dir else "torch"
-    proc = subprocess.run(
-        [sys.executable, "-c", TORCH_FACTS, mode, *ops], capture_output=True, text=True, env=env
+    return subprocess.Popen(
+        [sys.executable, "-c", TORCH_FACTS, mode, *ops],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
+
+
+def torch_facts(child, ops):
+    stdout, stderr = child.communicate()
+    proc = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -88,6 +98,7 @@ def main():
     nvidia_libs = sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))
     loader_path = [os.path.join(torch_dir, "lib"), *nvidia_libs]
     ds_dir = package_dir("deepspeed")
+    child = start_torch_facts(ops, ds_dir)
     groups = {
         "torch": (glob.glob(os.path.join(torch_dir, "lib", "*.so*")), []),
         "nvidia": ([f for d in nvidia_libs for f in glob.glob(os.path.join(d, "*.so*"))], []),
@@ -114,7 +125,7 @@ def main():
             gone = missing(lib, path)
             if gone:
                 unresolved[lib] = gone
-    facts = torch_facts(ops, ds_dir)
+    facts = torch_facts(child, ops)
     print(json.dumps({"torch": torch_dir, "counts": counts, "unresolved": unresolved, **facts}))
 
 

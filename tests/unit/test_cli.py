@@ -174,6 +174,20 @@ def _modules_after(
     return result.stdout.strip().splitlines(), result.stdout + result.stderr
 
 
+def test_check_of_an_image_loads_no_recipe_machinery():
+    """`imagekit check IMAGE` reads labels, not recipes: the recipe models and compat rules
+    (a tenth of a second of imports) load only when a recipe is named. Here the engine is
+    unreachable, so the run stops at its first engine call, after every import it needs."""
+    env = {"DOCKER_HOST": "tcp://127.0.0.1:1"}
+    lines, shown = _modules_after(
+        ["check", "img:1"],
+        ("imagekit.checks.runner", "imagekit.recipe", "imagekit.loader", "imagekit.compat"),
+        env,
+    )
+    assert "cannot reach the Docker engine" in shown, shown
+    assert lines[-1] == "['imagekit.checks.runner']", shown
+
+
 FAST_PATH_MODULES = ("rich", "pydantic", "jinja2")
 
 
