@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 
 def check(id: str, req: str, title: str, fix: str = ""):  # noqa: A002 - the check's ID
     """Mark a check function with its ID, the requirement it proves, and the fix to print."""
+    import pytest  # loaded with the suite (checks/collector.py), not with every import of this
+
     return pytest.mark.imagekit(id=id, req=req, title=title, fix=fix)

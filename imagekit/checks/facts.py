@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from imagekit.checks.runner import PROBED_COMMANDS
+
 SSH_OPTS = (
     "-o BatchMode=yes -o ConnectTimeout=5 "
     # Isolate authentication from R9 (host-key prompts have their own check).
@@ -35,10 +37,6 @@ def _once(host, key: str, read: Callable[[], Any]) -> Any:
     if key not in known:
         known[key] = read()
     return known[key]
-
-
-# The commands data/initial_probe.sh looks up on PATH for every check run (one exec for all).
-PROBED_COMMANDS = ("python3", "mpirun", "ssh", "orted", "prted", "ldd")
 
 
 def probed(ctx) -> bool:
