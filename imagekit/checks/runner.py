@@ -19,6 +19,7 @@ from typing import Any
 
 from imagekit.checks.backend import hostspec
 from imagekit.checks.layerscan import LayerCache, scan_image
+from imagekit.checks.probecache import ProbeCache, cached, probe_key
 from imagekit.checks.report import CheckReport
 from imagekit.datafiles import data_text
 from imagekit.engine import KEEPALIVE, Container, Engine, Message, Reporter
@@ -56,6 +57,7 @@ class CheckContext:
     expected_source: str
     engine: Engine
     run: str = ""  # this check run's ID, the value of CHECK_LABEL
+    gpus: str | None = None  # --gpus: the runtime injects the driver's libraries
     container: Container | None = None
     initial: dict[str, Any] = field(default_factory=dict)  # facts read before any check ran
     _layers: list[LayerFile] | None = None
@@ -96,7 +98,11 @@ class CheckContext:
         libraries and DeepSpeed's prebuilt ops), gathered by one background exec while the
         ssh and MPI checks run: importing torch takes seconds, and three checks need it."""
         box, ops = self.container, self.labels.get(OPS_LABEL, "")
-        self._start("torch", lambda: _torch_probe(box, ops))
+        # An image's answer never changes: a second check of it reads the answer kept by ID.
+        key = probe_key(self.image_id, data_text("cuda_probe.py"), ops, self.gpus or "")
+        self._start(
+            "torch", lambda: cached(ProbeCache.default(), key, lambda: _torch_probe(box, ops))
+        )
 
     def prefetch_versions(self) -> None:
         """Every version the R12 checks compare, read by one background exec of
@@ -247,6 +253,7 @@ def run_checks(
         expected_source=source,
         engine=engine,
         run=f"imagekit-check-{uuid.uuid4().hex[:8]}",
+        gpus=gpus,
     )
     started = time.monotonic()
     report(Message(f"starting a container from {image}"))

@@ -56,6 +56,27 @@ def test_cpu_image_passes_every_check(cpu_image, tmp_path):
     assert "PASSED" in output
 
 
+def test_a_second_check_of_an_image_reads_its_torch_facts_from_the_cache(cpu_image, tmp_path):
+    """Issue 16: the torch probe (importing torch and DeepSpeed in the image: seconds of CPU)
+    answers once per image ID; a second check of the same image reads that answer and
+    reaches the same verdicts. A cache turned off probes again."""
+    env = {**build_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    runs = []
+    for extra in ({}, {}, {"IMAGEKIT_CHECK_CACHE": "off"}):
+        code, report, output = check_json(cpu_image.ref, tmp_path, env={**env, **extra})
+        assert code == 0, output
+        runs.append({r["id"]: r for r in report["results"]})
+    first, second, off = (run["cuda-libraries"]["evidence"] for run in runs)
+    kept = "read from the check cache"
+    assert kept not in first and kept in second and kept not in off, (first, second, off)
+    assert first.startswith("libraries resolve (") and "ops import: " in first, first
+    for run in runs[1:]:
+        assert {i: r["status"] for i, r in run.items()} == {
+            i: r["status"] for i, r in runs[0].items()
+        }
+    assert list((tmp_path / "cache" / "imagekit" / "probes").glob("*.json"))
+
+
 def test_profile_probes_run_and_report_under_their_own_ids(mini, tmp_path):
     """Checks written as data: exec probes (exit code, output) and tcp probes (with the
     image's sshd running), each reported with its own ID, requirement and fix."""

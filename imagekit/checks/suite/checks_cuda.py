@@ -39,7 +39,10 @@ def check_cuda_libraries(ctx, host, note):
     failed = {op: why for op, why in found["ops"].items() if why != "ok"}
     expect(not failed, "; ".join(f"{op}: {why}" for op, why in sorted(failed.items())))
     driver_seen = sorted({n for names in found["unresolved"].values() for n in names})
-    note("info", f"libraries resolve ({counts})")
+    kept = (
+        "; read from the check cache (this image was probed before)" if found.get("cached") else ""
+    )
+    note("info", f"libraries resolve ({counts}){kept}")
     if driver_seen:
         note("info", f"left to the NVIDIA container runtime: {', '.join(driver_seen)}")
     if found["ops"]:
