@@ -5,10 +5,13 @@ own, whatever image it runs, is never one of them."""
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 from imagekit import journal
 from imagekit.engine import Engine
+from imagekit.paths import CACHES, cache_dir
 
 # Every label a command puts on what it creates; the value is the run's ID.
 RUN_LABELS = (
@@ -52,4 +55,32 @@ def clean(dry_run: bool) -> list[Leftover]:
         for container_id in journal.recorded():
             engine.remove_container(container_id)
             journal.forget(container_id)
+    return found
+
+
+@dataclass(frozen=True)
+class Cache:
+    name: str  # layers, probes, renders, templates
+    path: Path
+    files: int
+    size: int  # bytes
+
+
+def caches() -> list[Cache]:
+    """imagekit's caches that exist, with what they hold. They only grow (every entry is
+    valid forever by its key); `imagekit clean --caches` empties them."""
+    found = []
+    for name in CACHES:
+        path = cache_dir(name)
+        if path.is_dir():
+            files = [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()]
+            found.append(Cache(name, path, len(files), sum(p.stat().st_size for p in files)))
+    return found
+
+
+def clean_caches(dry_run: bool) -> list[Cache]:
+    found = caches()
+    if not dry_run:
+        for cache in found:
+            shutil.rmtree(cache.path, ignore_errors=True)
     return found

@@ -765,13 +765,23 @@ def sbom(image, output):
 
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
-def clean(dry_run: bool) -> None:
+@click.option(
+    "--caches",
+    is_flag=True,
+    help="Also empty imagekit's caches (layer scans, probe answers, recorded renders, "
+    "compiled templates); each refills on demand.",
+)
+def clean(dry_run: bool, caches: bool) -> None:
     """Remove containers and networks that earlier imagekit runs left (killed, crashed, or the
     engine went away). Only what carries imagekit's run labels is touched."""
     from imagekit.clean import clean as run_clean
+    from imagekit.clean import clean_caches
 
-    found = run_clean(dry_run)
     verb = "would remove" if dry_run else "removed"
+    if caches:  # first: they need no engine
+        emptied = clean_caches(dry_run)
+        echo_lines([display.cache_line(verb, c) for c in emptied] or ["no caches"])
+    found = run_clean(dry_run)
     echo_lines([f"{verb} {x.kind} {escape(x.name)} ({escape(x.run)})" for x in found])
     out.print(f"{len(found)} left over from earlier runs" if found else "nothing left over")
 

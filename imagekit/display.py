@@ -202,3 +202,9 @@ def _short(value: Any) -> str:
     if isinstance(value, dict):
         return json.dumps(value) if value else "{}"
     return "none" if value is None else str(value)
+
+
+def cache_line(verb: str, cache: Any) -> str:
+    """`removed cache layers: 1,234 files, 56.7 MB (/root/.cache/imagekit/layers)`."""
+    size = f"{cache.size / 1e6:.1f} MB"
+    return f"{verb} cache {cache.name}: {cache.files:,} files, {size} ({escape(str(cache.path))})"

@@ -3,6 +3,7 @@ Kept apart so the command line can show them without importing the recipe machin
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 DEFAULT_RECIPES_DIR = Path("recipes")
@@ -19,3 +20,13 @@ def recipe_paths(paths: list[Path], recipes_dir: Path = DEFAULT_RECIPES_DIR) -> 
 
         raise RecipeError([f"{recipes_dir}: no recipes (*.yaml) found"])
     return found
+
+
+def cache_dir(name: str) -> Path:
+    """One of imagekit's caches: $XDG_CACHE_HOME/imagekit/NAME (layers, probes, renders,
+    templates); every entry is valid by its key, so any of them can be removed at any time."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "imagekit" / name
+
+
+CACHES = ("layers", "probes", "renders", "templates")

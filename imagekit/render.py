@@ -18,6 +18,7 @@ from imagekit.errors import RecipeError, StaleRenderError
 from imagekit.files import write_tree
 from imagekit.loader import validate
 from imagekit.lockfile import lock_path
+from imagekit.paths import cache_dir
 from imagekit.plan import (
     BUILD_DIR,
     OPERATOR_HOSTFILE,
@@ -69,8 +70,7 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates under $XDG_CACHE_HOME/imagekit/templates: compiling them is most of a
     render's time. Jinja2 keys each entry by the template's source checksum, so an entry from
     another imagekit version is never used for a changed template."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    directory = Path(base) / "imagekit" / "templates"
+    directory = cache_dir("templates")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError:

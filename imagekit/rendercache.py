@@ -21,6 +21,7 @@ from typing import Any
 
 from imagekit import __version__
 from imagekit.files import write_text_atomic, write_tree
+from imagekit.paths import cache_dir
 
 FORMAT = 1
 PACKAGE = Path(__file__).resolve().parent
@@ -38,8 +39,7 @@ def enabled() -> bool:
 
 
 def directory() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "imagekit" / "renders"
+    return cache_dir("renders")
 
 
 @functools.cache  # the installed package does not change under a running process

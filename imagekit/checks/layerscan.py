@@ -25,6 +25,7 @@ from imagekit.credentials import CONFIG_FILES, CREDENTIAL_FILES, file_findings
 from imagekit.engine import Engine
 from imagekit.files import write_bytes_atomic
 from imagekit.layers import LayerFile, stack, walk_dir, walk_layers
+from imagekit.paths import cache_dir
 
 FORMAT = 1
 PRIVATE_KEY = "private-key"  # the head holds a PEM/OpenSSH private key
@@ -134,8 +135,7 @@ class LayerCache:
         """The user's cache, or None where IMAGEKIT_LAYER_CACHE=off."""
         if os.environ.get("IMAGEKIT_LAYER_CACHE", "on").lower() in ("off", "0", "no"):
             return None
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return cls(Path(base) / "imagekit" / "layers")
+        return cls(cache_dir("layers"))
 
     def _path(self, diff_id: str) -> Path:
         return self.directory / f"{diff_id.removeprefix('sha256:')}.json.gz"

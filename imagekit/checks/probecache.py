@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.files import write_bytes_atomic
+from imagekit.paths import cache_dir
 
 FORMAT = 1
 
@@ -27,8 +28,7 @@ class ProbeCache:
     def default(cls) -> ProbeCache | None:
         if os.environ.get("IMAGEKIT_CHECK_CACHE", "on").lower() in ("off", "0", "no"):
             return None
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return cls(Path(base) / "imagekit" / "probes")
+        return cls(cache_dir("probes"))
 
     def _path(self, key: str) -> Path:
         return self.directory / f"{key}.json"
