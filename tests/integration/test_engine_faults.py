@@ -139,8 +139,16 @@ def clean_leaves_only_the_users(engine: Engine, label: str) -> None:
         assert mine.status() == "running"  # the user's own container survives
 
 
-def test_engine_gone_mid_check(engine, mini):
-    proc = start("check", mini)
+def test_engine_gone_mid_check(engine, mini, tmp_path):
+    # A check of mini takes about 2 s now: a profile probe that sleeps keeps it running for
+    # certain when the engine stops 3 s after the check container appears.
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(
+        "user_keys: [image, mounted]\n"
+        "probes:\n"
+        '  - {id: slow, requirement: OPS1, title: t, exec: "sleep 60"}\n'
+    )
+    proc = start("check", mini, "--profile", str(slow))
     code, out, err, engine = engine_gone_mid_run(engine, proc, "io.imagekit.check", 3)
     assert_one_engine_line(code, err)
     assert "PASSED" not in out and "FAILED" not in out  # no verdict on the image
