@@ -26,7 +26,7 @@ def check_root_user(ctx):
         )
         pytest.skip(f"profile {ctx.profile.name} runs as {ctx.profile.user} (uid {uid}), not root")
     user = ctx.config.get("User") or ""
-    code, out = ctx.container.exec(["id", "-u"], user=user or "root")  # the image's own user
+    code, out = ctx.container.read(["id", "-u"], user=user or "root")  # the image's own user
     uid = out.strip()
     expect(
         user in ("", "root", "0", "0:0", "root:root") and uid == "0",
