@@ -30,3 +30,14 @@ def cache_dir(name: str) -> Path:
 
 
 CACHES = ("layers", "probes", "renders", "templates")
+
+
+def cache_off(variable: str) -> bool:
+    """A cache's off switch (IMAGEKIT_LAYER_CACHE=off, ...): off, 0 or no."""
+    return os.environ.get(variable, "on").lower() in ("off", "0", "no")
+
+
+def users_own(info: os.stat_result) -> bool:
+    """A cache entry is trusted only if this user wrote it: owned by them, and writable by
+    no group or other user (who could have planted it)."""
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022

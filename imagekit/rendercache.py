@@ -21,7 +21,7 @@ from typing import Any
 
 from imagekit import __version__
 from imagekit.files import write_text_atomic, write_tree
-from imagekit.paths import cache_dir
+from imagekit.paths import cache_dir, cache_off, users_own
 
 FORMAT = 1
 PACKAGE = Path(__file__).resolve().parent
@@ -35,7 +35,7 @@ class Entry:
 
 
 def enabled() -> bool:
-    return os.environ.get("IMAGEKIT_RENDER_CACHE", "on").lower() not in ("off", "0", "no")
+    return not cache_off("IMAGEKIT_RENDER_CACHE")
 
 
 def directory() -> Path:
@@ -73,7 +73,7 @@ def lookup(recipe: Path, fingerprint: str) -> Entry | None:
     path = _entry_path(recipe, fingerprint)
     try:
         info = path.stat()
-        if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        if not users_own(info):
             return None  # not the user's own
         entry: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         if entry.get("format") != FORMAT or entry.get("fingerprint") != fingerprint:

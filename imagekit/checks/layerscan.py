@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -25,7 +24,7 @@ from imagekit.credentials import CONFIG_FILES, CREDENTIAL_FILES, file_findings
 from imagekit.engine import Engine
 from imagekit.files import write_bytes_atomic
 from imagekit.layers import LayerFile, stack, walk_dir, walk_layers
-from imagekit.paths import cache_dir
+from imagekit.paths import cache_dir, cache_off, users_own
 
 FORMAT = 1
 PRIVATE_KEY = "private-key"  # the head holds a PEM/OpenSSH private key
@@ -133,7 +132,7 @@ class LayerCache:
     @classmethod
     def default(cls) -> LayerCache | None:
         """The user's cache, or None where IMAGEKIT_LAYER_CACHE=off."""
-        if os.environ.get("IMAGEKIT_LAYER_CACHE", "on").lower() in ("off", "0", "no"):
+        if cache_off("IMAGEKIT_LAYER_CACHE"):
             return None
         return cls(cache_dir("layers"))
 
@@ -144,7 +143,7 @@ class LayerCache:
         path = self._path(diff_id)
         try:
             info = path.stat()
-            if info.st_uid != os.getuid() or info.st_mode & 0o022:
+            if not users_own(info):
                 return None  # not the user's own: another user could have planted it
             entry = json.loads(gzip.decompress(path.read_bytes()))
             files = _entry_files(entry, diff_id, self.rules)

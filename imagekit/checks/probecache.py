@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from imagekit.files import write_bytes_atomic
-from imagekit.paths import cache_dir
+from imagekit.paths import cache_dir, cache_off, users_own
 
 FORMAT = 1
 
@@ -26,7 +25,7 @@ class ProbeCache:
 
     @classmethod
     def default(cls) -> ProbeCache | None:
-        if os.environ.get("IMAGEKIT_CHECK_CACHE", "on").lower() in ("off", "0", "no"):
+        if cache_off("IMAGEKIT_CHECK_CACHE"):
             return None
         return cls(cache_dir("probes"))
 
@@ -37,7 +36,7 @@ class ProbeCache:
         path = self._path(key)
         try:
             info = path.stat()
-            if info.st_uid != os.getuid() or info.st_mode & 0o022:
+            if not users_own(info):
                 return None  # not the user's own: another user could have planted it
             entry = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError):
