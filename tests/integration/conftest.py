@@ -154,6 +154,18 @@ def nonroot_image(engine, cpu_image) -> BuiltImage:
     return BuiltImage(ref, engine.inspect_image(ref)["Id"], result.stdout + result.stderr)
 
 
+def slow_profile(tmp_path: Path) -> Path:
+    """A check profile whose extra probe sleeps: a check of mini ends in about 2 s, too soon
+    for a test that must stop it (a signal, the engine going away) in the middle."""
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(
+        "user_keys: [image, mounted]\n"
+        "probes:\n"
+        '  - {id: slow, requirement: OPS1, title: t, exec: "sleep 60"}\n'
+    )
+    return slow
+
+
 def run_in(engine: Engine, image: str, command: str, **kwargs) -> tuple[int, str]:
     with engine.container(image, command=["sleep", "infinity"], entrypoint=[], **kwargs) as c:
         return c.exec(["bash", "-c", command])

@@ -21,7 +21,7 @@ from imagekit.engine import Engine
 from imagekit.errors import EngineUnavailableError
 
 from ..conftest import ROOT
-from .conftest import CPU_RECIPE, build_env, imagekit
+from .conftest import CPU_RECIPE, build_env, imagekit, slow_profile
 
 pytestmark = [
     pytest.mark.engine_restart,
@@ -140,15 +140,9 @@ def clean_leaves_only_the_users(engine: Engine, label: str) -> None:
 
 
 def test_engine_gone_mid_check(engine, mini, tmp_path):
-    # A check of mini takes about 2 s now: a profile probe that sleeps keeps it running for
-    # certain when the engine stops 3 s after the check container appears.
-    slow = tmp_path / "slow.yaml"
-    slow.write_text(
-        "user_keys: [image, mounted]\n"
-        "probes:\n"
-        '  - {id: slow, requirement: OPS1, title: t, exec: "sleep 60"}\n'
-    )
-    proc = start("check", mini, "--profile", str(slow))
+    # The engine stops 3 s after the check container appears: the sleeping probe keeps the
+    # check running for certain by then.
+    proc = start("check", mini, "--profile", str(slow_profile(tmp_path)))
     code, out, err, engine = engine_gone_mid_run(engine, proc, "io.imagekit.check", 3)
     assert_one_engine_line(code, err)
     assert "PASSED" not in out and "FAILED" not in out  # no verdict on the image

@@ -16,7 +16,7 @@ import pytest
 from imagekit.engine import Engine
 
 from ..conftest import ROOT
-from .conftest import CPU_RECIPE, build_env, imagekit
+from .conftest import CPU_RECIPE, build_env, imagekit, slow_profile
 
 GRACE = 2.0  # seconds from the signal to the exit
 
@@ -79,8 +79,8 @@ def assert_stopped(proc, seconds: float, err: str, signum: int) -> None:
 @pytest.mark.parametrize(
     ("signum", "group", "after"),
     [
-        # A whole check of mini takes about 5 s once its container exists (its commands go
-        # over the engine API): "mid" is well inside that, also on a loaded machine.
+        # A check of mini ends in about 2 s once its container exists: a profile probe that
+        # sleeps keeps it running, so "mid" is mid-check also on an idle machine.
         (signal.SIGTERM, False, 0.0),  # while the first container starts
         (signal.SIGTERM, False, 1.5),  # mid-command, the layer walk running
         (signal.SIGINT, True, 2.0),  # Ctrl-C to the whole process group
@@ -90,7 +90,7 @@ def assert_stopped(proc, seconds: float, err: str, signum: int) -> None:
 )
 def test_check_stops_and_leaves_nothing(engine, mini, tmp_path, signum, group, after):
     report = tmp_path / "r.json"
-    proc = start("check", mini, "--report", str(report))
+    proc = start("check", mini, "--report", str(report), "--profile", str(slow_profile(tmp_path)))
     wait_for(lambda: labelled(engine, "io.imagekit.check"), 60, "the check container")
     time.sleep(after)
     seconds, out, err = stop(proc, signum, group)
