@@ -77,18 +77,23 @@ def _debs(inv: Inventory, os_id: str, distro: str) -> dict[str, tuple[dict, list
             upstream = source if source_version in ("", version) else f"{source}@{source_version}"
             qualifiers.append(f"upstream={quote(upstream, safe='@')}")
         purl = f"pkg:deb/{os_id}/{name}@{quote(version, safe='')}?{'&'.join(qualifiers)}"
-        component: dict[str, Any] = {
-            "type": "library",
-            "bom-ref": purl,
-            "name": name,
-            "version": version,
-            "purl": purl,
-            "properties": [{"name": "imagekit:source", "value": "dpkg"}],
-        }
+        component = _library(purl, name, version, "dpkg")
         if licenses.get(name):
             component["licenses"] = [{"license": {"name": n}} for n in licenses[name]]
         out[name] = (component, _depends_names(depends))
     return out
+
+
+def _library(purl: str, name: str, version: str, source: str) -> dict[str, Any]:
+    """A CycloneDX library component; `source` says which package manager listed it."""
+    return {
+        "type": "library",
+        "bom-ref": purl,
+        "name": name,
+        "version": version,
+        "purl": purl,
+        "properties": [{"name": "imagekit:source", "value": source}],
+    }
 
 
 def _deb_licenses(text: str) -> dict[str, list[str]]:
@@ -123,14 +128,7 @@ def _dependencies(debs: dict[str, tuple[dict, list[str]]]) -> list[dict[str, Any
 
 def _pip_component(inv: Inventory, name: str, version: str) -> dict[str, Any]:
     purl = f"pkg:pypi/{name}@{quote(version, safe='')}"
-    component: dict[str, Any] = {
-        "type": "library",
-        "bom-ref": purl,
-        "name": name,
-        "version": version,
-        "purl": purl,
-        "properties": [{"name": "imagekit:source", "value": "pip"}],
-    }
+    component = _library(purl, name, version, "pip")
     license_name = inv.pip_licenses.get(name)
     if license_name:
         component["licenses"] = [{"license": {"name": license_name}}]

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,32 +127,59 @@ class BuiltImage:
     output: str
 
 
+def start(*args: str, **popen) -> subprocess.Popen:
+    """`imagekit ARGS` running in the background, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "imagekit", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=build_env(),
+        cwd=ROOT,
+        **popen,
+    )
+
+
+def labelled(engine: Engine, label: str) -> list[str]:
+    """The names of the containers and networks carrying `label` (what a run left)."""
+    containers, networks = engine.labelled(label)
+    return [c["name"] for c in containers] + [n["name"] for n in networks]
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def build_for_real(engine: Engine, recipe: Path) -> BuiltImage:
+    """`imagekit build RECIPE` as a user runs it; the image its plan names."""
+    result = imagekit("build", str(recipe), "--plain")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ref = make_plan(load_recipe(recipe)).image
+    return BuiltImage(ref, engine.inspect_image(ref)["Id"], result.stdout + result.stderr)
+
+
 @pytest.fixture(scope="session")
 def cpu_image(engine) -> BuiltImage:
     """recipes/deepspeed-cpu.yaml, built for real once per session (cache makes reruns fast)."""
-    result = imagekit("build", str(CPU_RECIPE), "--plain")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    ref = make_plan(load_recipe(CPU_RECIPE)).image
-    return BuiltImage(ref, engine.inspect_image(ref)["Id"], result.stdout + result.stderr)
+    return build_for_real(engine, CPU_RECIPE)
 
 
 @pytest.fixture(scope="session")
 def ompi5_image(engine) -> BuiltImage:
     """recipes/deepspeed-cpu-ompi5.yaml (Debian 13, Open MPI 5.0.7), built for real once."""
-    result = imagekit("build", str(OMPI5_RECIPE), "--plain")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    ref = make_plan(load_recipe(OMPI5_RECIPE)).image
-    return BuiltImage(ref, engine.inspect_image(ref)["Id"], result.stdout + result.stderr)
+    return build_for_real(engine, OMPI5_RECIPE)
 
 
 @pytest.fixture(scope="session")
 def nonroot_image(engine, cpu_image) -> BuiltImage:
     """recipes/deepspeed-cpu-nonroot.yaml: deepspeed-cpu's layers plus the MPI user's (K1);
     built after the CPU image, whose cache it shares."""
-    result = imagekit("build", str(NONROOT_RECIPE), "--plain")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    ref = make_plan(load_recipe(NONROOT_RECIPE)).image
-    return BuiltImage(ref, engine.inspect_image(ref)["Id"], result.stdout + result.stderr)
+    return build_for_real(engine, NONROOT_RECIPE)
 
 
 def slow_profile(tmp_path: Path) -> Path:

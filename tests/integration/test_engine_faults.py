@@ -10,7 +10,6 @@ import gc
 import os
 import signal
 import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -20,8 +19,7 @@ import pytest
 from imagekit.engine import Engine
 from imagekit.errors import EngineUnavailableError
 
-from ..conftest import ROOT
-from .conftest import CPU_RECIPE, build_env, imagekit, slow_profile
+from .conftest import CPU_RECIPE, imagekit, labelled, slow_profile, start, wait_for
 
 pytestmark = [
     pytest.mark.engine_restart,
@@ -83,31 +81,6 @@ def start_engine(argv: list[str]) -> Engine:
         engine.run_once("imagekit-test/mini:latest", ["true"])
         return engine
     raise AssertionError("dockerd did not come back within 60 s")
-
-
-def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "imagekit", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=build_env(),
-        cwd=ROOT,
-    )
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def labelled(engine: Engine, label: str) -> list[str]:
-    containers, networks = engine.labelled(label)
-    return [c["name"] for c in containers] + [n["name"] for n in networks]
 
 
 def engine_gone_mid_run(engine: Engine, proc: subprocess.Popen, label: str, settle: float):

@@ -8,27 +8,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from imagekit.engine import Engine
-
-from ..conftest import ROOT
-from .conftest import CPU_RECIPE, build_env, imagekit, slow_profile
+from .conftest import CPU_RECIPE, imagekit, labelled, slow_profile, wait_for
+from .conftest import start as start_imagekit
 
 GRACE = 2.0  # seconds from the signal to the exit
 
 
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "imagekit", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=build_env(),
-        cwd=ROOT,
+    return start_imagekit(
+        *args,
         start_new_session=True,  # its own process group, like a job in a terminal
         preexec_fn=_terminal_signals,
     )
@@ -40,20 +32,6 @@ def _terminal_signals() -> None:
     inherited "ignore"."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
-
-
-def labelled(engine: Engine, label: str) -> list[str]:
-    containers, networks = engine.labelled(label)
-    return [c["name"] for c in containers] + [n["name"] for n in networks]
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def stop(proc: subprocess.Popen, signum: int, group: bool) -> tuple[float, str, str]:
