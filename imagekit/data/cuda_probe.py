@@ -79,12 +79,11 @@ def start_torch_facts(ops, ds_dir):
 
 def torch_facts(child, ops):
     stdout, stderr = child.communicate()
-    proc = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        return json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        why = f"python exited {proc.returncode}: {tail}"
+        tail = (stderr.strip().splitlines() or ["no output"])[-1][:300]
+        why = f"python exited {child.returncode}: {tail}"
         return {"torch_cuda": None, "nccl": None, "ops": {op: why for op in ops}}
 
 

@@ -1,7 +1,7 @@
 # Run by `imagekit check` in the image (sh -c <this file>), once, in the background while the
 # first checks run: every fact the version checks (R12) compare, one `KEY<TAB>VALUE` line each,
 # so they cost one exec instead of one or two each. A fact whose source is missing is absent.
-for command in python3 mpirun nvcc; do
+for command in python3 mpirun; do  # the commands a version check needs
     command -v "$command" >/dev/null 2>&1 && printf 'has\t%s\n' "$command"
 done
 if command -v python3 >/dev/null 2>&1; then

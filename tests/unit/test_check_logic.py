@@ -281,7 +281,7 @@ def test_versions_probe_reads_every_version_in_one_run(tmp_path):
     version = subprocess.check_output(
         [python3, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], text=True
     )
-    assert facts["has"] == {"python3", "mpirun", "nvcc"}
+    assert facts["has"] == {"python3", "mpirun"}  # what the version checks skip without
     assert facts["python"] == version.strip()
     assert (facts["openmpi"], facts["nvcc"]) == ("4.1.4", "12.4")
     dists = {key for key in facts if key.startswith("dist:")}
