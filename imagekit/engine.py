@@ -41,6 +41,8 @@ KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1; done
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 INTERMEDIATE = re.compile(r"^ ---> (?:Running in )?([0-9a-f]{12,64})$")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})$")
+# The engine now and then loses a short exec's whole output (moby#27289): how often to ask again.
+LOST_OUTPUT_TRIES = 3
 
 
 def gpu_requests(gpus: str | None) -> list[docker.types.DeviceRequest] | None:
@@ -521,11 +523,11 @@ class Container:
         then loses all output of a short exec while reporting its exit code (moby#27289,
         docker-py#2042); a success with no output is that loss, so ask again (up to 3 times)
         rather than read "nothing" as the image's answer."""
-        for _ in range(3):
-            code, output = self.exec(argv, user=user)
-            if code != 0 or output.strip():
-                break
-        return code, output
+        return _until_heard(lambda: self.exec(argv, user=user))
+
+    def read_split(self, argv: list[str], *, user: str | None = None) -> tuple[int, bytes, bytes]:
+        """`exec_split` for commands that print something whenever they succeed (see read)."""
+        return _until_heard(lambda: self.exec_split(argv, user=user))
 
     def exec_split(self, argv: list[str], *, user: str | None = None) -> tuple[int, bytes, bytes]:
         """Run `argv` inside; (exit code, stdout, stderr), as bytes and kept apart."""
@@ -669,6 +671,16 @@ class ChunkStream(io.RawIOBase):
         buffer[:size] = self._pending[:size]
         self._pending = self._pending[size:]
         return size
+
+
+def _until_heard(ask: Callable[[], tuple]) -> tuple:
+    """`ask()` -> (exit code, output...), asked again while it succeeds with no output at all
+    (at most LOST_OUTPUT_TRIES times): a lasting silence is the command's real answer."""
+    for _ in range(LOST_OUTPUT_TRIES):
+        answer = ask()
+        if answer[0] != 0 or any(part.strip() for part in answer[1:]):
+            break
+    return answer
 
 
 def split_ref(ref: str) -> tuple[str, str]:

@@ -52,7 +52,11 @@ class EngineBackend(BaseBackend):
         subset of it."""
         return "utf-8"
 
-    def run(self, command: str, *args: str, **kwargs: Any) -> CommandResult:
+    def run(self, command: str, *args: str, prints: bool = False, **kwargs: Any) -> CommandResult:
+        """`prints=True`: the command prints whenever it succeeds, so a success with no output
+        is output the engine lost (Container.read_split asks again). Only for commands that
+        can run twice: a login, a report; never one that starts a daemon."""
         cmd = self.get_command(command, *args)
-        code, stdout, stderr = self._container.exec_split(["/bin/sh", "-c", cmd], user=self.user)
+        execute = self._container.read_split if prints else self._container.exec_split
+        code, stdout, stderr = execute(["/bin/sh", "-c", cmd], user=self.user)
         return self.result(code, self.encode(cmd), stdout, stderr)

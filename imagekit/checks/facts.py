@@ -74,7 +74,7 @@ def bash_path(ctx, host) -> str | None:
 
 def ssh_client_settings(host) -> dict[str, str]:
     """`ssh -G worker-0` as a dict (lower-case names): what the client would do, read once."""
-    output = _once(host, "ssh -G", lambda: host.run("ssh -G worker-0").stdout)
+    output = _once(host, "ssh -G", lambda: host.run("ssh -G worker-0", prints=True).stdout)
     return dict((line.split(" ", 1) + [""])[:2] for line in output.splitlines())
 
 
@@ -169,7 +169,7 @@ rm -rf "$d"
 
 def both_mpiruns(host) -> tuple[tuple[int, str], tuple[int, str]]:
     """(exit code, stderr) of `mpirun -np 1 true` and of the same with --allow-run-as-root."""
-    out = host.run(_BOTH_MPIRUNS).stdout
+    out = host.run(_BOTH_MPIRUNS, prints=True).stdout
     first, _, rest = out.partition("\n")
     codes = first.split()
     if len(codes) != 3 or codes[0] != "rc" or not all(c.isdigit() for c in codes[1:]):

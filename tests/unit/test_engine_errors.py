@@ -73,9 +73,10 @@ class _LossyExecApi:
     def exec_create(self, container, argv, user=""):
         return {"Id": f"exec-{self.calls}"}
 
-    def exec_start(self, exec_id):
+    def exec_start(self, exec_id, demux=False):
         self.calls += 1
-        return b"" if self.calls <= self.lose else self.output
+        output = b"" if self.calls <= self.lose else self.output
+        return (output or None, None) if demux else output
 
     def exec_inspect(self, exec_id):
         return {"ExitCode": self.code}
@@ -102,3 +103,33 @@ def test_read_takes_a_failure_or_a_lasting_silence_at_its_word():
     assert _container(failed).read(["false"]) == (1, "") and failed.calls == 1
     silent = _LossyExecApi(lose=99)
     assert _container(silent).read(["true"]) == (0, "") and silent.calls == 3
+
+
+def test_read_split_asks_again_like_read():
+    api = _LossyExecApi(lose=1)
+    assert _container(api).read_split(["ssh", "w0", "echo", "ok"]) == (
+        0,
+        b"root 755 directory\n",
+        b"",
+    )
+    assert api.calls == 2
+    failed = _LossyExecApi(lose=5, code=255)
+    assert _container(failed).read_split(["ssh", "w0"]) == (255, b"", b"") and failed.calls == 1
+
+
+def test_a_check_command_that_always_prints_is_asked_again_and_others_are_not(monkeypatch):
+    """The checks' testinfra backend: `host.run(cmd, prints=True)` (a login, mpirun's ranks)
+    survives a lost output; a plain `host.run` (which may start a daemon) runs once."""
+    import testinfra
+
+    from imagekit.checks import backend
+
+    api = _LossyExecApi(lose=1)
+    engine = Engine.__new__(Engine)
+    engine.api = api
+    monkeypatch.setattr(backend, "_engine", engine)
+    host = testinfra.get_host(backend.hostspec("lossy-c0ffee"))
+    result = host.run("ssh worker-0 echo imagekit-login-ok", prints=True)
+    assert (result.rc, result.stdout, api.calls) == (0, "root 755 directory\n", 2)
+    api.calls = 0
+    assert host.run("/usr/sbin/sshd").stdout == "" and api.calls == 1

@@ -100,7 +100,7 @@ def check_mpirun_two_ranks(ctx, user_host, note):
         "timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "
         "sh -c 'echo rank=$OMPI_COMM_WORLD_RANK size=$OMPI_COMM_WORLD_SIZE'"
     )
-    result = host.run(cmd)
+    result = host.run(cmd, prints=True)
     ranks = sorted(re.findall(r"rank=(\d) size=2", result.stdout))
     expect(
         result.rc == 0 and ranks == ["0", "1"],

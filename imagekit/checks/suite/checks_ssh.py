@@ -184,7 +184,9 @@ def check_host_key_prompt(ctx, user_host, note):
 
 
 def _login(host, port: int, user: str = "root") -> tuple[bool, str]:
-    result = host.run(f"ssh {SSH_OPTS} -p {port} {user}@localhost echo imagekit-login-ok")
+    result = host.run(
+        f"ssh {SSH_OPTS} -p {port} {user}@localhost echo imagekit-login-ok", prints=True
+    )
     ok = result.rc == 0 and "imagekit-login-ok" in result.stdout
     return ok, (result.stderr.strip() or result.stdout.strip()).replace("\n", " | ")
 
@@ -267,7 +269,8 @@ def _mounted_session(ctx, host, sshd, effective_sshd):
             if started.running:
                 quoted = _REMOTE_PROBE.replace("'", "'\\''")
                 user = ctx.profile.user
-                result = other.run(f"ssh {SSH_OPTS} -p {started.port} {user}@localhost '{quoted}'")
+                login = f"ssh {SSH_OPTS} -p {started.port} {user}@localhost '{quoted}'"
+                result = other.run(login, prints=True)
         ctx.shared["mounted-session"] = (started, result)
     return ctx.shared["mounted-session"]
 

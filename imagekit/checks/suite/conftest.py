@@ -47,7 +47,7 @@ def effective_sshd(ctx, user_host) -> dict[str, str] | None:
         f'{sshd}{config_flag(ctx)} -T $h -C {who} 2>/dev/null; echo "{EXIT_MARK} $?"; '
         f'out=$({test} 2>&1); echo "{EXIT_MARK} $?"; printf \'%s\\n\' "$out"'
     )
-    effective, test_rc, test_output = split_sshd_output(user_host.run(script).stdout)
+    effective, test_rc, test_output = split_sshd_output(user_host.run(script, prints=True).stdout)
     ctx.shared["sshd -t"] = (test_rc, test_output)  # sshd-config's verdict, read in one exec
     return effective
 
