@@ -423,7 +423,7 @@ class _CountingHost:
         self.commands: list[str] = []
         self.rc, self.stdout = rc, stdout
 
-    def run(self, command):
+    def run(self, command, prints=False):
         self.commands.append(command)
         return SimpleNamespace(rc=self.rc, stdout=self.stdout, stderr="")
 
@@ -450,7 +450,7 @@ class _ShellHost:
     def __init__(self, path: str):
         self.path = path
 
-    def run(self, command):
+    def run(self, command, prints=False):
         import os
 
         env = {**os.environ, "PATH": self.path}
@@ -478,7 +478,7 @@ def test_both_mpiruns_fail_the_check_when_the_shell_cannot_run_them(tmp_path):
     from imagekit.checks.facts import both_mpiruns
 
     class _Broken:
-        def run(self, command):
+        def run(self, command, prints=False):
             return SimpleNamespace(rc=126, stdout="", stderr="sh: not found")
 
     with pytest.raises(pytest.fail.Exception, match="could not run mpirun"):
