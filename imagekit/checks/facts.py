@@ -90,7 +90,8 @@ def repair_run_sshd(host, ctx) -> list[str]:
 # Starts sshd and waits (5 s at most; none when sshd exits non-zero, as it does when it
 # refuses its configuration) until something listens on its port, reading
 # /proc/net/tcp{,6} with shell builtins (no ss, netstat or grep needed in the image): one
-# exec instead of a start and a read per try. Prints `listening`, or why not.
+# exec instead of a start and a read per try. Prints `listening`, or why not; exits 0 only
+# when listening, so a success reads as one even if the engine loses the output (moby#27289).
 _START_SSHD = r"""
 sshd_out=$($1 2>&1); rc=$?
 tries=0
@@ -107,6 +108,7 @@ while [ $tries -lt 50 ]; do
 done
 echo "not listening (sshd exited $rc)"
 tail -n 5 "$3" 2>/dev/null || printf '%s\n' "$sshd_out"
+exit 3
 """
 
 
@@ -134,7 +136,7 @@ def start_sshd(host, ctx, settings: dict[str, str] | None) -> Sshd:
     script = _START_SSHD.replace("'", "'\\''")
     result = host.run(f"sh -c '{script}' sh '{command}' {port:04X} {log}")
     first, _, rest = result.stdout.strip().partition("\n")
-    if first == "listening":
+    if result.rc == 0:
         return Sshd(True, port, f"sshd listening on {port}", repaired)
     detail = (rest.strip() or result.stderr.strip() or first).replace("\n", " | ")
     return Sshd(False, port, f"sshd did not listen on port {port}: {detail}", repaired)

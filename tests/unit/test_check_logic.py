@@ -515,6 +515,19 @@ def test_start_sshd_sees_its_port_listen_in_one_exec(tmp_path):
     )
 
 
+def test_a_started_sshd_whose_output_the_engine_lost_still_counts_as_started():
+    """The script's exit code says `listening` too: sshd cannot be started twice, so the
+    start is not asked again when the engine loses its output (moby#27289)."""
+    from imagekit.checks.facts import start_sshd
+
+    class _Silent:
+        def run(self, command, prints=False):
+            return SimpleNamespace(rc=0, stdout="", stderr="")
+
+    started = start_sshd(_Silent(), _sshd_ctx("/bin/true"), {"port": "22"})
+    assert started.running and started.port == 22
+
+
 def test_sshd_settings_and_its_config_test_come_apart_from_one_output():
     from imagekit.checks.facts import EXIT_MARK, split_sshd_output
 
