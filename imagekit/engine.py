@@ -14,6 +14,7 @@ import re
 import tarfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -479,13 +480,8 @@ class Engine:
             containers, networks = self.labelled(label)
             if not containers and not networks:
                 return removed
-            refusals: list[EngineError] = []
-            for c in containers:
-                try:
-                    Container(self, c["id"], c["name"]).remove()
-                    removed += 1
-                except EngineError as exc:
-                    refusals.append(exc)
+            refusals = self._remove_containers(containers)
+            removed += len(containers) - len(refusals)
             for n in networks:  # after the containers: an attached network cannot go
                 try:
                     Network(self, n["name"]).remove()
@@ -496,6 +492,22 @@ class Engine:
             if refusals:
                 time.sleep(0.5)
         return removed
+
+    def _remove_containers(self, containers: list[dict[str, str]]) -> list[EngineError]:
+        """Remove them all at once (each removal is a kill and a wait for the engine: a check's
+        or a smoke run's containers go in the time of one); the refusals, if any."""
+
+        def remove(c: dict[str, str]) -> EngineError | None:
+            try:
+                Container(self, c["id"], c["name"]).remove()
+            except EngineError as exc:
+                return exc
+            return None
+
+        if len(containers) < 2:
+            return [e for e in map(remove, containers) if e is not None]
+        with ThreadPoolExecutor(max_workers=min(len(containers), 8)) as pool:
+            return [e for e in pool.map(remove, containers) if e is not None]
 
 
 class Container:

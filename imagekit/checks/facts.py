@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from imagekit.checks.runner import PROBED_COMMANDS
+from imagekit.checks.runner import PROBED_COMMANDS, testinfra_host
 
 SSH_OPTS = (
     "-o BatchMode=yes -o ConnectTimeout=5 "
@@ -140,6 +140,44 @@ def start_sshd(host, ctx, settings: dict[str, str] | None) -> Sshd:
         return Sshd(True, port, f"sshd listening on {port}", repaired)
     detail = (rest.strip() or result.stderr.strip() or first).replace("\n", " | ")
     return Sshd(False, port, f"sshd did not listen on port {port}: {detail}", repaired)
+
+
+# Printed by the remote shell after the login marker: one `name=resolved path` line per
+# command, then the library path, as a non-interactive ssh session (mpirun's daemon start on
+# a worker) sees them.
+_REMOTE_PROBE = (
+    "echo imagekit-login-ok; "
+    'for c in orted prted python3; do printf "%s=%s\\n" "$c" "$(command -v "$c")"; done; '
+    'printf "LD_LIBRARY_PATH=%s\\n" "$LD_LIBRARY_PATH"'
+)
+
+
+def mounted_session(ctx, host, sshd: Sshd, settings: dict[str, str] | None):
+    """(Sshd, result) of one ssh login with a key mounted like a Secret that also reads the
+    remote environment: the login check and K4's check share it. A non-root profile's `sshd`
+    already runs in such a container (K1); else sshd is started in the run's mounted-key
+    container. `result` is None when sshd did not start there. Asked once per run: the
+    `sshd` fixture starts it in the background (it needs only a running sshd's settings and
+    overlaps the checks in the first container), the checks read its answer."""
+    return ctx.answer("mounted-session", lambda: _log_in_mounted(ctx, host, sshd, settings))
+
+
+def prefetch_mounted_session(ctx, host, sshd: Sshd, settings: dict[str, str] | None) -> None:
+    """Start `mounted_session` in the background (the `sshd` fixture, once sshd runs)."""
+    ctx.in_background("mounted-session", lambda: _log_in_mounted(ctx, host, sshd, settings))
+
+
+def _log_in_mounted(ctx, host, sshd: Sshd, settings: dict[str, str] | None):
+    if sshd.host is not None:
+        other, started = sshd.host, sshd
+    else:
+        other = testinfra_host(ctx.mounted_container(host))
+        started = start_sshd(other, ctx, settings)
+    if not started.running:
+        return started, None
+    quoted = _REMOTE_PROBE.replace("'", "'\\''")
+    login = f"ssh {SSH_OPTS} -p {started.port} {ctx.profile.user}@localhost '{quoted}'"
+    return started, other.run(login, prints=True)
 
 
 def config_flag(ctx) -> str:

@@ -120,6 +120,15 @@ class CheckContext:
         host = testinfra_host(self.container)
         self._start("mounted", lambda: start_mounted_for_run(self, mounted_keys(self, host)))
 
+    def in_background(self, name: str, function: Callable[[], Any]) -> None:
+        """Start `function` on a thread unless a job of that name exists: work a check will
+        need that can overlap the checks before it."""
+        self._start(name, function)
+
+    def answer(self, name: str, function: Callable[[], Any]) -> Any:
+        """The named job's answer: started in the background earlier, else run now."""
+        return self._result(name, lambda: self._start(name, function))
+
     def version_facts(self) -> dict[str, Any]:
         """{"has": {commands found}, "python": "3.11", "openmpi": ..., "dist:torch": ...}."""
         return self._result("versions", self.prefetch_versions)
@@ -259,17 +268,19 @@ def run_checks(
     report(Message(f"starting a container from {image}"))
     try:
         ctx.prefetch_layers()
-        with engine.container(image, user="0", gpus=gpus, **ctx.keepalive()) as box:
-            ctx.container = box
-            ctx.prefetch_torch()  # the longest read (importing torch): started first
-            ctx.prefetch_versions()
-            ctx.initial = _initial_facts(box, profile.user, profile.key_dir)
-            ctx.prefetch_mounted()  # its keys belong to the user the initial facts name
-            results = suite.result().run_suite(ctx, report)
-            _still_there(box)  # else the results blame the image for the engine's failure
+        box = engine.start_container(image, user="0", gpus=gpus, **ctx.keepalive())
+        ctx.container = box
+        ctx.prefetch_torch()  # the longest read (importing torch): started first
+        ctx.prefetch_versions()
+        ctx.initial = _initial_facts(box, profile.user, profile.key_dir)
+        ctx.prefetch_mounted()  # its keys belong to the user the initial facts name
+        results = suite.result().run_suite(ctx, report)
+        _still_there(box)  # else the results blame the image for the engine's failure
     finally:
         ctx.close()
-        # A container whose creation a signal cut short has no handle: find it by label.
+        # Every container of the run (the check container, the mounted-key one, and one whose
+        # creation a signal cut short, which has no handle) is found by its label and
+        # removed, all at once.
         engine.remove_labelled_quietly(f"{CHECK_LABEL}={ctx.run}")
     return CheckReport(
         image=image,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+
+import docker.errors
 import pytest
 
 from imagekit.engine import Engine, _step_failed
@@ -133,3 +136,36 @@ def test_a_check_command_that_always_prints_is_asked_again_and_others_are_not(mo
     assert (result.rc, result.stdout, api.calls) == (0, "root 755 directory\n", 2)
     api.calls = 0
     assert host.run("/usr/sbin/sshd").stdout == "" and api.calls == 1
+
+
+class _LabelledApi:
+    """Three labelled containers; while more than one is left, each removal waits at a
+    barrier for the other two: only removals that run at once get through. The first
+    removal of the first container is refused."""
+
+    def __init__(self):
+        self.left = {f"{i:064d}" for i in range(3)}
+        self.barrier = threading.Barrier(3, timeout=5)
+        self.refused = False
+
+    def containers(self, all, filters):
+        return [{"Id": cid, "Names": [f"/{cid[:12]}"], "Labels": {}} for cid in sorted(self.left)]
+
+    def networks(self, filters):
+        return []
+
+    def remove_container(self, cid, force, v):
+        if len(self.left) > 1:
+            self.barrier.wait()  # BrokenBarrierError (a failed test) when removals queue
+        if cid == f"{0:064d}" and not self.refused:
+            self.refused = True
+            response = type("R", (), {"status_code": 409, "reason": "Conflict", "url": "/x"})()
+            raise docker.errors.APIError("removal already in progress", response=response)
+        self.left.discard(cid)
+
+
+def test_a_runs_containers_are_removed_at_once_and_a_refusal_is_tried_again(monkeypatch):
+    monkeypatch.setattr("imagekit.engine.time.sleep", lambda seconds: None)
+    engine = Engine(type("Client", (), {"api": _LabelledApi()})())
+    assert engine.remove_labelled("io.imagekit.check=run") == 3
+    assert engine.api.left == set()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import pytest
 
 from imagekit.checks import check
@@ -12,11 +10,10 @@ from imagekit.checks.facts import (
     expect,
     has,
     image_private_keys,
+    mounted_session,
     ssh_client_settings,
     sshd_binary,
-    start_sshd,
 )
-from imagekit.checks.runner import testinfra_host
 
 # -- R4, R5, R3: sshd and its effective settings ---------------------------------------------
 
@@ -191,21 +188,6 @@ def _login(host, port: int, user: str = "root") -> tuple[bool, str]:
     return ok, (result.stderr.strip() or result.stdout.strip()).replace("\n", " | ")
 
 
-@contextmanager
-def mounted_sshd(ctx, host, sshd, effective_sshd):
-    """(testinfra host, Sshd) for a container with the keys mounted like a Secret and sshd
-    started in it. A non-root profile's `sshd` fixture already is one (K1): reuse it. Else
-    it is started once per run and shared by the checks that log in with the mounted key
-    (they only log in and read); the run's label cleanup removes it."""
-    if sshd.host is not None:
-        yield sshd.host, sshd
-        return
-    if "mounted-sshd" not in ctx.shared:
-        other = testinfra_host(ctx.mounted_container(host))
-        ctx.shared["mounted-sshd"] = (other, start_sshd(other, ctx, effective_sshd))
-    yield ctx.shared["mounted-sshd"]
-
-
 @check(
     "ssh-login-image-key",
     "R7",
@@ -239,7 +221,7 @@ def check_login_mounted_key(ctx, host, sshd, effective_sshd):
         pytest.skip(f"profile {ctx.profile.name} does not mount keys")
     if not sshd.running:
         pytest.skip("sshd is not running (see sshd-start)")
-    started, result = _mounted_session(ctx, host, sshd, effective_sshd)
+    started, result = mounted_session(ctx, host, sshd, effective_sshd)
     expect(started.running, f"with keys mounted: {started.evidence}")
     ok = result.rc == 0 and "imagekit-login-ok" in result.stdout
     detail = (result.stderr.strip() or result.stdout.strip()).replace("\n", " | ")
@@ -248,31 +230,6 @@ def check_login_mounted_key(ctx, host, sshd, effective_sshd):
 
 
 # -- K4: what a rank started over ssh can find ---------------------------------------------
-
-# Printed by the remote shell after the login marker: one `name=resolved path` line per
-# command, then the library path, as a non-interactive ssh session (mpirun's daemon start on
-# a worker) sees them.
-_REMOTE_PROBE = (
-    "echo imagekit-login-ok; "
-    'for c in orted prted python3; do printf "%s=%s\\n" "$c" "$(command -v "$c")"; done; '
-    'printf "LD_LIBRARY_PATH=%s\\n" "$LD_LIBRARY_PATH"'
-)
-
-
-def _mounted_session(ctx, host, sshd, effective_sshd):
-    """(Sshd, result) of one ssh login with the mounted key that also reads the remote
-    environment: the login check and K4's check share it (an ssh login is a quarter second).
-    `result` is None when sshd did not start with the keys mounted."""
-    if "mounted-session" not in ctx.shared:
-        with mounted_sshd(ctx, host, sshd, effective_sshd) as (other, started):
-            result = None
-            if started.running:
-                quoted = _REMOTE_PROBE.replace("'", "'\\''")
-                user = ctx.profile.user
-                login = f"ssh {SSH_OPTS} -p {started.port} {user}@localhost '{quoted}'"
-                result = other.run(login, prints=True)
-        ctx.shared["mounted-session"] = (started, result)
-    return ctx.shared["mounted-session"]
 
 
 def _image_env(ctx, name: str) -> str:
@@ -296,7 +253,7 @@ def check_remote_environment(ctx, host, sshd, effective_sshd):
     if daemon is None:
         pytest.skip("neither orted (Open MPI 4) nor prted (Open MPI 5) under the image's ENV")
     commands = [daemon] + (["python3"] if has(ctx, host, "python3") else [])
-    started, result = _mounted_session(ctx, host, sshd, effective_sshd)
+    started, result = mounted_session(ctx, host, sshd, effective_sshd)
     if not started.running:
         pytest.skip(f"sshd did not start with keys mounted: {started.evidence}")
     if result.rc != 0 or "imagekit-login-ok" not in result.stdout:

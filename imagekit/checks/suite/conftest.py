@@ -9,6 +9,7 @@ import pytest
 from imagekit.checks.facts import (
     EXIT_MARK,
     config_flag,
+    prefetch_mounted_session,
     repair_run_sshd,
     split_sshd_output,
     sshd_binary,
@@ -58,7 +59,13 @@ def sshd(ctx, user_host, effective_sshd):
     user key (K1), so its sshd runs in a container with the keys mounted, kept for the
     session: the login checks use that same sshd."""
     if not ctx.profile.non_root:
-        yield start_sshd(testinfra_host(ctx.container), ctx, effective_sshd)
+        host = testinfra_host(ctx.container)
+        started = start_sshd(host, ctx, effective_sshd)
+        if started.running and "mounted" in ctx.profile.user_keys:
+            # The login with mounted keys runs in the other container: it overlaps the
+            # checks still to come in this one (the image-key login among them).
+            prefetch_mounted_session(ctx, host, started, effective_sshd)
+        yield started
         return
     secret = mounted_keys(ctx, testinfra_host(ctx.container))
     with start_mounted(ctx, secret) as box:
