@@ -329,8 +329,14 @@ def read_facts(engine, image: str, inspected: dict) -> ImageFacts:
 
 
 def default_tag(image: str, profile: str) -> str:
-    name, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
-    return f"{name}:{tag or 'latest'}-{profile}"
+    """IMAGE's name with `-PROFILE` after its tag: a digest (name@sha256:...) is not a tag, so
+    its first 12 hex digits stand in for one; a registry's port is not a tag either."""
+    name, _, digest = image.partition("@")
+    tag = ""
+    if ":" in name.rsplit("/", 1)[-1]:
+        name, _, tag = name.rpartition(":")
+    tag = tag or digest.partition(":")[2][:12] or "latest"
+    return f"{name}:{tag}-{profile}"
 
 
 def adapt(

@@ -191,6 +191,10 @@ def test_first_probe_value_wins_like_sshd():
         ("example/train:1.0", "example/train:1.0-seed"),
         ("example/train", "example/train:latest-seed"),
         ("localhost:5000/train", "localhost:5000/train:latest-seed"),
+        ("localhost:5000/train:2", "localhost:5000/train:2-seed"),
+        # A digest is not a tag: the adapted image is named after the digest's first 12 hex.
+        ("example/train@sha256:" + "ab12" * 16, "example/train:ab12ab12ab12-seed"),
+        ("example/train:1.0@sha256:" + "ab12" * 16, "example/train:1.0-seed"),
     ],
 )
 def test_default_tag(image, tag):
