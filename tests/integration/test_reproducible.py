@@ -50,6 +50,12 @@ def test_two_clean_locked_builds_give_the_same_image_id(engine, ssh_keys):
         diff = imagekit("diff", "imagekit-test/repro:first", "imagekit-test/repro:second")
         pytest.fail(f"not reproducible: {a['Id']} != {b['Id']}; imagekit diff:\n{diff.stdout}")
     assert a["RootFS"]["Layers"] == b["RootFS"]["Layers"]
+    # Same image ID today proves nothing about a rebuild on another day: every /etc/shadow
+    # entry (openssh-server's sshd user among them) carries the epoch's day, not the build's.
+    shadow = engine.run_once("imagekit-test/repro:second", ["cat", "/etc/shadow"], user="0")
+    days = {line.split(":")[0]: line.split(":")[2] for line in shadow.splitlines() if line}
+    late = {user: day for user, day in days.items() if day and int(day) > int(EPOCH) // 86400}
+    assert not late, f"/etc/shadow stamped with the build's day, not the epoch's: {late}"
     # bit-identical builds compare equal even with times shown
     strict = imagekit("diff", "imagekit-test/repro:first", "imagekit-test/repro:second", "--strict")
     assert strict.returncode == 0, strict.stdout[-2000:]
