@@ -77,7 +77,10 @@ class CheckContext:
     def declared(self, what: str) -> str | None:
         return self.labels.get(f"{LABEL_PREFIX}.ssh.{what}")
 
-    def _start(self, name: str, function: Callable[[], Any]) -> None:
+    def in_background(self, name: str, function: Callable[[], Any]) -> None:
+        """Start `function` on a thread unless a job of that name exists: work a check will
+        need that can overlap the checks before it (the prefetch_* methods, the `sshd`
+        fixture's mounted-key login)."""
         if name not in self._jobs:
             self._jobs[name] = _Background(function)
 
@@ -91,7 +94,7 @@ class CheckContext:
         """Export and walk the layers in the background while the container checks run:
         the export is the slowest part of a check (the engine re-tars every layer). A daemon
         thread, so an interrupted check exits at once instead of waiting for the export."""
-        self._start("layers", self._walk_layers)
+        self.in_background("layers", self._walk_layers)
 
     def prefetch_torch(self) -> None:
         """What the image's torch says (the CUDA it was built with, the NCCL it loads, its
@@ -100,7 +103,7 @@ class CheckContext:
         box, ops = self.container, self.labels.get(OPS_LABEL, "")
         # An image's answer never changes: a second check of it reads the answer kept by ID.
         key = probe_key(self.image_id, data_text("cuda_probe.py"), ops, self.gpus or "")
-        self._start(
+        self.in_background(
             "torch", lambda: cached(ProbeCache.default(), key, lambda: _torch_probe(box, ops))
         )
 
@@ -108,7 +111,7 @@ class CheckContext:
         """Every version the R12 checks compare, read by one background exec of
         data/versions_probe.sh (one or two execs per version before)."""
         box = self.container
-        self._start("versions", lambda: _versions_probe(box))
+        self.in_background("versions", lambda: _versions_probe(box))
 
     def prefetch_mounted(self) -> None:
         """Start the second container, the keys mounted like a Secret, in the background
@@ -118,16 +121,11 @@ class CheckContext:
         if self.profile.non_root or "mounted" not in self.profile.user_keys:
             return
         host = testinfra_host(self.container)
-        self._start("mounted", lambda: start_mounted_for_run(self, mounted_keys(self, host)))
-
-    def in_background(self, name: str, function: Callable[[], Any]) -> None:
-        """Start `function` on a thread unless a job of that name exists: work a check will
-        need that can overlap the checks before it."""
-        self._start(name, function)
+        self.in_background("mounted", lambda: start_mounted_for_run(self, mounted_keys(self, host)))
 
     def answer(self, name: str, function: Callable[[], Any]) -> Any:
         """The named job's answer: started in the background earlier, else run now."""
-        return self._result(name, lambda: self._start(name, function))
+        return self._result(name, lambda: self.in_background(name, function))
 
     def version_facts(self) -> dict[str, Any]:
         """{"has": {commands found}, "python": "3.11", "openmpi": ..., "dist:torch": ...}."""
