@@ -461,12 +461,19 @@ class Engine:
             return False
         return True
 
-    def remove_labelled_quietly(self, label: str) -> bool:
-        """Cleanup on the way out of a failure: False when the engine could not be asked
-        (gone); `imagekit clean` removes the rest once it is back."""
+    def clean_up_labelled(self, label: str, report: Reporter) -> bool:
+        """Cleanup at the end of a run, which may be on the way out of a failure: never
+        raises (the run's own result or error is what the user needs), but says what is left
+        behind and how to remove it; False then."""
         try:
             self.remove_labelled(label)
-        except EngineError:
+        except EngineError as exc:
+            report(
+                Message(
+                    f"warning: containers labelled {label} were not removed ({exc}); "
+                    "`imagekit clean` removes them"
+                )
+            )
             return False
         return True
 

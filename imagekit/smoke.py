@@ -299,7 +299,7 @@ def smoke(
         _verify(result, logs=_worker_logs(workers), reached=reached, uid=expected_uid)
         return result
     finally:
-        engine.remove_labelled_quietly(f"{SMOKE_LABEL}={job}")
+        engine.clean_up_labelled(f"{SMOKE_LABEL}={job}", report)
         shutil.rmtree(workdir, ignore_errors=True)
         result.timings["total (with cleanup)"] = time.monotonic() - started
 

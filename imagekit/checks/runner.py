@@ -279,7 +279,7 @@ def run_checks(
         # Every container of the run (the check container, the mounted-key one, and one whose
         # creation a signal cut short, which has no handle) is found by its label and
         # removed, all at once.
-        engine.remove_labelled_quietly(f"{CHECK_LABEL}={ctx.run}")
+        engine.clean_up_labelled(f"{CHECK_LABEL}={ctx.run}", report)
     return CheckReport(
         image=image,
         image_id=info["Id"],

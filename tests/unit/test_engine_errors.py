@@ -169,3 +169,29 @@ def test_a_runs_containers_are_removed_at_once_and_a_refusal_is_tried_again(monk
     engine = Engine(type("Client", (), {"api": _LabelledApi()})())
     assert engine.remove_labelled("io.imagekit.check=run") == 3
     assert engine.api.left == set()
+
+
+class _StuckApi(_LabelledApi):
+    """One container the engine refuses to remove, every time it is asked."""
+
+    def __init__(self):
+        super().__init__()
+        self.left = {f"{0:064d}"}
+
+    def remove_container(self, cid, force, v):
+        response = type("R", (), {"status_code": 409, "reason": "Conflict", "url": "/x"})()
+        raise docker.errors.APIError("container is stuck", response=response)
+
+
+def test_a_runs_cleanup_never_raises_but_says_what_is_left_and_how_to_remove_it(monkeypatch):
+    monkeypatch.setattr("imagekit.engine.time.sleep", lambda seconds: None)
+    engine = Engine(type("Client", (), {"api": _StuckApi()})())
+    events = []
+    assert engine.clean_up_labelled("io.imagekit.check=run", events.append) is False
+    (warning,) = [e.text for e in events]
+    assert warning.startswith("warning: containers labelled io.imagekit.check=run were not removed")
+    assert "cannot remove container 000000000000" in warning and "`imagekit clean`" in warning
+    done = []
+    engine = Engine(type("Client", (), {"api": _LabelledApi()})())
+    assert engine.clean_up_labelled("io.imagekit.check=run", done.append) is True
+    assert done == [] and engine.api.left == set()

@@ -102,7 +102,7 @@ class FakeEngine:
         line = "Accepted publickey for root from 172.18.0.4 port 40022 ssh2: RSA SHA256:x\n"
         self.worker_logs[worker] = self.worker_logs.get(worker, "") + line
 
-    def remove_labelled_quietly(self, label):
+    def clean_up_labelled(self, label, report):
         key, value = label.split("=")
         self.removed.append(label)
         self.containers = [c for c in self.containers if c.kwargs["labels"].get(key) != value]
