@@ -4,6 +4,7 @@ filesystem. Used by `imagekit diff` (what a rebuild or a bump really changed) an
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import uuid
@@ -329,8 +330,7 @@ def write_report_dir(engine: Engine, result: Diff, a: Inventory, b: Inventory, o
         if not paths:
             (staging / side).mkdir(parents=True, exist_ok=True)
             continue
-        with engine.saved_image(inv.image_id) as stream:
-            contents = read_files(stream, paths)
+        contents = final_contents(engine, inv, paths)
         for path, data in contents.items():
             target = staging / side / path
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -339,6 +339,27 @@ def write_report_dir(engine: Engine, result: Diff, a: Inventory, b: Inventory, o
     if out.exists():
         shutil.rmtree(out)
     staging.rename(out)
+
+
+def final_contents(
+    engine: Engine, inv: Inventory, paths: set[str], in_place: bool = True
+) -> dict[str, bytes]:
+    """Each path's final content. In place from the layer that last wrote it, where the
+    engine's overlay2 directories are readable here (no export: seconds instead of a re-tar
+    of every layer), each file checked against the hash the inventory took from the export;
+    else, or on any mismatch, from a second export of the image."""
+    dirs = engine.layer_dirs(inv.image_id) if in_place else None
+    if dirs is not None and len(dirs) == len(inv.layers):
+        try:
+            contents = {p: (dirs[inv.files[p].layer] / p).read_bytes() for p in paths}
+        except OSError:  # the image was removed meanwhile, or a file is unreadable
+            contents = None
+        if contents is not None and all(
+            hashlib.sha256(data).hexdigest() == inv.files[p].sha256 for p, data in contents.items()
+        ):
+            return contents
+    with engine.saved_image(inv.image_id) as stream:
+        return read_files(stream, paths)
 
 
 def summary(result: Diff) -> dict[str, Any]:

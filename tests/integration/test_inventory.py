@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from imagekit.loader import load_recipe
 from imagekit.plan import make_plan
 
@@ -113,7 +115,9 @@ LABEL tier=two
 """
 
 
-def test_diff_sees_modes_owners_links_capabilities_moves_and_labels(engine, mini, tmp_path):
+def test_diff_sees_modes_owners_links_capabilities_moves_and_labels(
+    engine, mini, tmp_path, monkeypatch
+):
     """The changes a size-and-hash diff misses: /run/sshd 0755 -> 0777 breaks sshd (R6)."""
     from .images import build
 
@@ -141,6 +145,7 @@ def test_diff_sees_modes_owners_links_capabilities_moves_and_labels(engine, mini
     assert (report / "a" / "opt" / "old" / "config").read_text() == "cfg\n"
     summary = json.loads((report / "summary.json").read_text())
     assert summary["same"] is False and "files" in summary["sections"]
+    _report_files_read_in_place_match_the_export(engine, a, b, monkeypatch)
     text = imagekit("diff", a, b, timeout=600)
     assert text.returncode == 1 and "~ run/sshd: mode 0755 -> 0777" in text.stdout
     # a rebuild without the cache differs only in times: equal unless --strict
@@ -153,3 +158,19 @@ def test_diff_sees_modes_owners_links_capabilities_moves_and_labels(engine, mini
     assert strict.returncode == 1
     changed = json.loads(strict.stdout)["files"]
     assert changed and all(set(c["before"]) == {"mtime"} for c in changed), changed
+
+
+def _report_files_read_in_place_match_the_export(engine, a, b, monkeypatch):
+    """--report-dir reads the differing files in place from the engine's overlay2 layer
+    directories (as root on a local engine, as CI runs): the same bytes as an export, with
+    no export at all."""
+    from imagekit.inventory import final_contents, inventory
+
+    for ref in (a, b):
+        inv = inventory(engine, ref)
+        paths = {p for p, e in inv.files.items() if e.kind == "file" and p.startswith("opt/")}
+        exported = final_contents(engine, inv, paths, in_place=False)
+        assert exported and engine.layer_dirs(ref) is not None
+        with monkeypatch.context() as m:
+            m.setattr(engine, "saved_image", lambda *a, **kw: pytest.fail("exported"))
+            assert final_contents(engine, inv, paths) == exported

@@ -143,3 +143,76 @@ def test_read_files_returns_the_top_layers_content():
         "opt/app": b"new",
         "opt/old/config": b"cfg",
     }
+
+
+class _LayerDirsEngine:
+    """Two overlay2-style layer directories; `saved_image` is the export fallback, counted."""
+
+    def __init__(self, dirs, export: bytes):
+        self.dirs, self.export, self.exports = dirs, export, 0
+
+    def layer_dirs(self, image_id):
+        return self.dirs
+
+    def saved_image(self, image_id):
+        import contextlib
+
+        self.exports += 1
+        return contextlib.nullcontext(io.BytesIO(self.export))
+
+
+def _two_layer_inventory(tmp_path):
+    """opt/app written by both layers (the top one wins), opt/base by the bottom one only,
+    as directories on disk and as the export they stand for."""
+    bottom, top = tmp_path / "0", tmp_path / "1"
+    for d, files in (
+        (bottom, {"opt/app": b"old\n", "opt/base": b"base\n"}),
+        (top, {"opt/app": b"new\n"}),
+    ):
+        for path, data in files.items():
+            (d / path).parent.mkdir(parents=True, exist_ok=True)
+            (d / path).write_bytes(data)
+    layers = [
+        _layer(_member("opt/app", data=b"old\n"), _member("opt/base", data=b"base\n")),
+        _layer(_member("opt/app", data=b"new\n")),
+    ]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        manifest = json.dumps([{"Config": "c.json", "Layers": ["0.tar", "1.tar"]}]).encode()
+        for name, data in (
+            ("manifest.json", manifest),
+            ("c.json", b"{}"),
+            ("0.tar", layers[0]),
+            ("1.tar", layers[1]),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    tree = final_tree(io.BytesIO(buf.getvalue()))
+    inv = Inventory("img", "sha256:x", {}, {}, {}, {}, {}, tree.files, tree.layers)
+    return inv, _LayerDirsEngine([bottom, top], buf.getvalue())
+
+
+def test_report_dir_reads_each_file_in_place_from_the_layer_that_last_wrote_it(tmp_path):
+    from imagekit.inventory import final_contents
+
+    inv, engine = _two_layer_inventory(tmp_path)
+    wanted = {"opt/app", "opt/base"}
+    assert final_contents(engine, inv, wanted) == {"opt/app": b"new\n", "opt/base": b"base\n"}
+    assert engine.exports == 0
+    assert final_contents(engine, inv, wanted, in_place=False) == final_contents(
+        engine, inv, wanted
+    )
+    assert engine.exports == 1
+
+
+def test_report_dir_never_trusts_a_layer_file_that_does_not_match_the_inventory(tmp_path):
+    from imagekit.inventory import final_contents
+
+    inv, engine = _two_layer_inventory(tmp_path)
+    (tmp_path / "1" / "opt" / "app").write_bytes(b"changed since the inventory\n")
+    assert final_contents(engine, inv, {"opt/app"}) == {"opt/app": b"new\n"}
+    assert engine.exports == 1
+    (tmp_path / "1" / "opt" / "app").unlink()  # gone (the image removed meanwhile)
+    assert final_contents(engine, inv, {"opt/app"}) == {"opt/app": b"new\n"}
+    assert engine.exports == 2
