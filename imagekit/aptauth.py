@@ -9,6 +9,11 @@ deletes it when that RUN ends, so no layer ever holds it (the legacy builder has
 `RUN --mount=type=secret`, and a COPY would be a layer). The server's URL is a build argument
 too; it holds no secret and stays the same from build to build (a fixed port), so layers
 that used it still come from cache.
+
+An https mirror signed by a private CA is trusted the same way: with `--ca-bundle FILE`, the
+server also hands out the bundle (APT_CA_URL), which `imagekit-apt-install` gives apt as
+`Acquire::https::CAInfo` for that RUN only. A CA bundle used only for the build is not the
+image's trust: it never reaches a layer either.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
 # for its apt layers).
 DEFAULT_PORT = 7469
 AUTH_PATH = "/apt-auth.conf"
+CA_PATH = "/apt-ca.pem"
 
 
 @dataclass(frozen=True)
@@ -88,8 +95,10 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], body: bytes, clients: ipaddress.IPv4Network):
-        self.body = body
+    def __init__(
+        self, address: tuple[str, int], documents: dict[str, bytes], clients: ipaddress.IPv4Network
+    ):
+        self.documents = documents  # URL path -> body
         self.clients = clients
         self.served = 0
         super().__init__(address, _Handler)
@@ -100,62 +109,77 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         client = ipaddress.ip_address(self.client_address[0])
-        if self.path != AUTH_PATH or client not in self.server.clients:
+        body = self.server.documents.get(self.path)
+        if body is None or client not in self.server.clients:
             self.send_error(404)
             return
         self.server.served += 1
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(self.server.body)))
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(self.server.body)
+        self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass  # the build's own output says what happened
 
 
-def _bind(gateway: str, body: bytes, subnet: str, report: Reporter) -> _Server:
+def _bind(gateway: str, documents: dict[str, bytes], subnet: str, report: Reporter) -> _Server:
     port = int(os.environ.get("IMAGEKIT_APT_AUTH_PORT", DEFAULT_PORT))
     clients = ipaddress.ip_network(subnet, strict=False)
     try:
-        return _Server((gateway, port), body, clients)
+        return _Server((gateway, port), documents, clients)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             report(
                 Message(
-                    f"warning: port {port} on {gateway} is busy; apt credentials are served on "
+                    f"warning: port {port} on {gateway} is busy; apt credentials and CA are served on "
                     "another port, so this build's apt layers cannot come from cache "
                     "(IMAGEKIT_APT_AUTH_PORT picks a port)"
                 )
             )
-            return _Server((gateway, 0), body, clients)
+            return _Server((gateway, 0), documents, clients)
         raise UsageError(
-            f"--apt-mirror with credentials: cannot serve them to the build on {gateway} "
+            f"--apt-mirror: cannot serve its credentials or CA to the build on {gateway} "
             f"(the Docker bridge gateway): {exc.strerror}. The engine must run on this machine."
         ) from None
 
 
 @contextmanager
 def apt_build_args(
-    mirror_url: str | None, engine: Engine, report: Reporter
+    mirror_url: str | None, engine: Engine, report: Reporter, ca_bundle: Path | None = None
 ) -> Iterator[dict[str, str]]:
     """The build arguments that point a build (or a lock's resolution) at the mirror, with
-    its credentials served for as long as the block runs, and never after."""
+    its credentials, and for an https mirror the CA bundle, served for as long as the block
+    runs, and never after."""
     if not mirror_url:
         yield {}
         return
     mirror = parse_mirror(mirror_url)
-    if not mirror.has_credentials:
+    documents = {}
+    if mirror.has_credentials:
+        documents[AUTH_PATH] = mirror.auth_conf().encode()
+    if ca_bundle is not None and mirror.url.startswith("https:"):
+        documents[CA_PATH] = ca_bundle.read_bytes()
+    if not documents:
         yield {"APT_MIRROR": mirror.url}
         return
     gateway, subnet = engine.bridge_gateway()
-    server = _bind(gateway, mirror.auth_conf().encode(), subnet, report)
+    server = _bind(gateway, documents, subnet, report)
     thread = threading.Thread(target=server.serve_forever, name="apt-auth", daemon=True)
     thread.start()
     host, port = server.server_address[:2]
-    report(Message(f"apt: credentials for {mirror.url} served to the build only (never a layer)"))
+    served = " and ".join(
+        what
+        for path, what in ((AUTH_PATH, "credentials"), (CA_PATH, "CA bundle"))
+        if path in documents
+    )
+    report(Message(f"apt: {served} for {mirror.url} served to the build only (never a layer)"))
+    urls = {"APT_AUTH_URL": AUTH_PATH, "APT_CA_URL": CA_PATH}
     try:
-        yield {"APT_MIRROR": mirror.url, "APT_AUTH_URL": f"http://{host}:{port}{AUTH_PATH}"}
+        yield {"APT_MIRROR": mirror.url} | {
+            arg: f"http://{host}:{port}{path}" for arg, path in urls.items() if path in documents
+        }
     finally:
         server.shutdown()
         server.server_close()

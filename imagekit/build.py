@@ -217,7 +217,9 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
         context_dir = write_context(
             render_context(plan, context_options(options.inputs, plan)), workdir / "context"
         )
-        with apt_build_args(options.inputs.apt_mirror, engine, report) as apt_args:
+        with apt_build_args(
+            options.inputs.apt_mirror, engine, report, options.inputs.ca_bundle
+        ) as apt_args:
             try:
                 outcome = engine.build(
                     context_dir,

@@ -134,7 +134,7 @@ def _resolve_apt(
     stages = plan.apt_stages
     wanted = cumulative_packages(stages)
     report(Message(f"apt: resolving {len(stages)} stages on {plan.base_image}"))
-    with apt_build_args(inputs.apt_mirror, engine, report) as apt_args:
+    with apt_build_args(inputs.apt_mirror, engine, report, inputs.ca_bundle) as apt_args:
         script = ["set -e", *_apt_source_lines(apt_args), "apt-get update -qq >/dev/null"]
         if earlier is not None and earlier.apt:
             script.append(
@@ -168,11 +168,19 @@ def _resolve_apt(
 
 def _apt_source_lines(apt_args: dict[str, str]) -> list[str]:
     """Shell lines pointing this throwaway container's apt at the build's mirror: the same
-    rewrite (templates/apt-mirror.sh) and credentials file the Dockerfile's RUNs use."""
+    rewrite (templates/apt-mirror.sh), credentials file and CA bundle the Dockerfile's RUNs
+    use."""
     lines = []
     if "APT_MIRROR" in apt_args:
         mirror = resources.files("imagekit").joinpath("templates/apt-mirror.sh").read_text()
         lines.append(f"sh -c {shlex.quote(mirror)} - {shlex.quote(apt_args['APT_MIRROR'])}")
+    if "APT_CA_URL" in apt_args:
+        lines.append(
+            "/usr/lib/apt/apt-helper download-file "
+            f"{shlex.quote(apt_args['APT_CA_URL'])} /etc/apt/imagekit-build-ca.pem >/dev/null"
+            " && echo 'Acquire::https::CAInfo \"/etc/apt/imagekit-build-ca.pem\";'"
+            " > /etc/apt/apt.conf.d/00imagekit-build-ca"
+        )
     if "APT_AUTH_URL" in apt_args:
         lines.append(
             "mkdir -p /etc/apt/auth.conf.d && /usr/lib/apt/apt-helper download-file "
@@ -224,7 +232,7 @@ def _pip_report(
         context_dir = write_context(context, workdir / "context")
         held = f", {len(constraints)} earlier pins kept where they fit" if constraints else ""
         report(Message(f"pip: building the python stage and resolving with pip --dry-run{held}"))
-        with apt_build_args(inputs.apt_mirror, engine, report) as build_args:
+        with apt_build_args(inputs.apt_mirror, engine, report, inputs.ca_bundle) as build_args:
             outcome = engine.build(
                 context_dir, report=report, build_args=build_args, target="imagekit-pip-resolver"
             )

@@ -5,12 +5,20 @@
 # replaced by one marker line naming the pins, which `imagekit build` turns into its error.
 # A mirror with credentials (`imagekit build --apt-mirror http://user:TOKEN@...`): the
 # credentials come from the URL in APT_AUTH_URL, served by imagekit only while the build
-# runs, and are deleted when this script ends, so they never reach a layer.
+# runs, and are deleted when this script ends, so they never reach a layer. An https mirror
+# with a private CA (`--ca-bundle FILE`): the bundle comes from APT_CA_URL the same way.
 set -euo pipefail
 [ "$#" -gt 0 ] || exit 0
+auth=/etc/apt/auth.conf.d/imagekit-build.conf
+ca=/etc/apt/imagekit-build-ca.pem
+ca_conf=/etc/apt/apt.conf.d/00imagekit-build-ca
+trap 'rm -f "$auth" "$ca" "$ca_conf"' EXIT
+if [ -n "${APT_CA_URL:-}" ]; then
+    /usr/lib/apt/apt-helper download-file "$APT_CA_URL" "$ca" > /dev/null
+    chmod 644 "$ca"
+    echo "Acquire::https::CAInfo \"$ca\";" > "$ca_conf"
+fi
 if [ -n "${APT_AUTH_URL:-}" ]; then
-    auth=/etc/apt/auth.conf.d/imagekit-build.conf
-    trap 'rm -f "$auth"' EXIT
     mkdir -p /etc/apt/auth.conf.d
     (umask 077 && /usr/lib/apt/apt-helper download-file "$APT_AUTH_URL" "$auth" > /dev/null)
     # apt downloads as _apt: it must read the file, or apt warns and downloads as root.

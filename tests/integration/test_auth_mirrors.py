@@ -51,10 +51,31 @@ def mirrors(engine, tmp_path):
         yield apt, pip, bundle
 
 
+@pytest.fixture
+def tls_mirrors(engine, tmp_path):
+    """Both mirrors on https with certificates of their own (a private CA's, as far as the
+    build can tell), and one bundle that trusts the host's CAs and both of them."""
+    gateway, _ = engine.bridge_gateway()
+    apt = AuthMirror(gateway, "http://deb.debian.org/debian", "/debian", "builder", APT_PASSWORD)
+    pip = AuthMirror(gateway, "https://pypi.org/simple", "/simple", "builder", PIP_PASSWORD)
+    (tmp_path / "apt").mkdir()
+    (tmp_path / "pip").mkdir()
+    apt.use_tls(tmp_path / "apt")
+    bundle = pip.use_tls(tmp_path / "pip")
+    certificate = (tmp_path / "apt" / "mirror.pem").read_bytes()
+    with bundle.open("ab") as out:
+        out.write(certificate)
+    with apt, pip:
+        yield apt, pip, bundle, certificate
+
+
 def test_a_build_through_authenticated_mirrors_leaves_no_credential(
-    engine, cpu_image, mirrors, tmp_path
+    engine, cpu_image, tls_mirrors, tmp_path
 ):
-    apt, pip, bundle = mirrors
+    """The apt mirror is https, signed by a certificate only --ca-bundle trusts: the build
+    trusts it for apt too, and no layer keeps the bundle or apt's setting for it."""
+    apt, pip, bundle, certificate = tls_mirrors
+    apt_only = certificate.split(b"\n")[5]  # a line of the mirror's own certificate
     env = {**build_env(), "IMAGEKIT_CA_BUNDLE": str(bundle)}
     try:
         result = imagekit(
@@ -69,7 +90,8 @@ def test_a_build_through_authenticated_mirrors_leaves_no_credential(
         # ...and never printed them.
         assert APT_PASSWORD not in output and PIP_PASSWORD not in output
 
-        assert leaks(engine, REF, [APT_PASSWORD.encode(), PIP_PASSWORD.encode()]) == []
+        assert leaks(engine, REF, [APT_PASSWORD.encode(), PIP_PASSWORD.encode(), apt_only]) == []
+        assert apt.url(with_credentials=False).startswith("https://")
         history = json.dumps(engine.history(REF))
         assert "APT_MIRROR=" + apt.url(with_credentials=False) in history  # the mirror, bare
         config = json.dumps(engine.inspect_image(REF)["Config"])
@@ -79,6 +101,8 @@ def test_a_build_through_authenticated_mirrors_leaves_no_credential(
         assert apt.url(with_credentials=False) in sources  # default: the mirror, bare
         auth = engine.run_once(REF, ["ls", "-A", "/etc/apt/auth.conf.d"])
         assert auth.strip() == ""
+        apt_conf = engine.run_once(REF, ["ls", "-A", "/etc/apt", "/etc/apt/apt.conf.d"])
+        assert "imagekit-build-ca" not in apt_conf, apt_conf
 
         report = tmp_path / "check.json"
         checked = imagekit("check", REF, "--report", str(report), env=env)

@@ -11,7 +11,7 @@ from importlib import resources
 import pytest
 
 from imagekit import aptauth
-from imagekit.aptauth import AUTH_PATH, apt_build_args, parse_mirror
+from imagekit.aptauth import AUTH_PATH, CA_PATH, apt_build_args, parse_mirror
 from imagekit.errors import UsageError
 
 PASSWORD = "s3cr3t" + "T0ken"
@@ -91,6 +91,32 @@ def test_credentials_are_served_during_the_block_and_never_after(monkeypatch):
         urllib.request.urlopen(args["APT_AUTH_URL"], timeout=5)
 
 
+def test_an_https_mirror_gets_the_ca_bundle_served_and_a_plain_one_does_not(monkeypatch, tmp_path):
+    monkeypatch.setenv("IMAGEKIT_APT_AUTH_PORT", "0")
+    bundle = tmp_path / "corp-ca.pem"
+    bundle.write_bytes(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    said = []
+    with apt_build_args(
+        "https://apt.internal/debian", LoopbackEngine(), said.append, bundle
+    ) as args:
+        assert set(args) == {"APT_MIRROR", "APT_CA_URL"}  # no credentials: no auth entry
+        assert args["APT_CA_URL"].endswith(CA_PATH)
+        assert fetch(args["APT_CA_URL"]) == (200, bundle.read_bytes())
+        assert fetch(args["APT_CA_URL"].replace(CA_PATH, AUTH_PATH))[0] == 404
+    assert [m.text for m in said] == [
+        "apt: CA bundle for https://apt.internal/debian served to the build only (never a layer)"
+    ]
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(args["APT_CA_URL"], timeout=5)
+    with apt_build_args(
+        f"https://ci:{PASSWORD}@apt.internal/debian", LoopbackEngine(), print, bundle
+    ) as args:
+        assert fetch(args["APT_CA_URL"])[0] == 200 and fetch(args["APT_AUTH_URL"])[0] == 200
+    # plain http is verified by apt's signatures, not TLS: the bundle is not needed there
+    with apt_build_args("http://apt.internal/debian", LoopbackEngine(), print, bundle) as args:
+        assert args == {"APT_MIRROR": "http://apt.internal/debian"}
+
+
 def test_clients_outside_the_build_network_get_nothing(monkeypatch):
     monkeypatch.setenv("IMAGEKIT_APT_AUTH_PORT", "0")
     engine = LoopbackEngine(subnet="172.31.0.0/16")  # the build network; we ask from 127.0.0.1
@@ -118,7 +144,7 @@ def test_a_gateway_not_on_this_machine_is_a_usage_error(monkeypatch):
         def bridge_gateway(self):
             return "192.0.2.1", "192.0.2.0/24"  # TEST-NET-1: never a local address
 
-    with pytest.raises(UsageError, match="--apt-mirror with credentials: cannot serve"):
+    with pytest.raises(UsageError, match="--apt-mirror: cannot serve its credentials or CA"):
         with apt_build_args(f"http://ci:{PASSWORD}@apt.internal/debian", Remote(), print):
             pass
 
