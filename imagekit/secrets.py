@@ -4,6 +4,7 @@ image's own ssh-keygen, so the machine running imagekit needs no ssh tools."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from imagekit.engine import Engine
@@ -40,15 +41,20 @@ def write_secret(
     world_writable: bool,
     private_mode: int = 0o600,
     public_mode: int = 0o600,
+    owner: tuple[int, int] | None = None,
 ) -> Path:
     """`world_writable` lays the directory out like kubelet's Secret volume (drwxrwxrwt),
-    which is what makes sshd's StrictModes reject mounted keys (R5)."""
+    which is what makes sshd's StrictModes reject mounted keys (R5). `owner` (uid, gid) is
+    who the operator makes the files belong to, for a non-root user (K1, K2)."""
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in zip(SECRET_FILES, (private, public, public), strict=True):
         path = directory / name
         path.write_text(text)
         path.chmod(private_mode if name == "id_rsa" else public_mode)
     directory.chmod(0o1777 if world_writable else 0o755)
+    if owner is not None:
+        for path in [directory, *directory.iterdir()]:
+            os.chown(path, *owner)
     return directory
 
 
@@ -61,7 +67,10 @@ def make_secret(
     key_type: str = "rsa",
     private_mode: int = 0o600,
     public_mode: int = 0o600,
+    owner: tuple[int, int] | None = None,
 ) -> Path:
     output = engine.run_once(image, ["/bin/sh", "-c", keygen(key_type)], labels=labels, user="0")
     private, public = split_keygen_output(image, output)
-    return write_secret(directory, private, public, world_writable, private_mode, public_mode)
+    return write_secret(
+        directory, private, public, world_writable, private_mode, public_mode, owner
+    )

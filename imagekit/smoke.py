@@ -7,7 +7,6 @@ is removed on success, failure, timeout and Ctrl-C."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -249,6 +248,9 @@ def smoke(
         volumes = {}
         if options.keys == "mounted":
             trainer = options.operator == "trainer-v2"
+            # mpi-operator hands a non-root user its own Secret files; Trainer v2 keeps them
+            # root's, readable through the group (fsGroup, 0640: K2).
+            owner = None if run_as is None else ((0, run_as[1]) if trainer else run_as)
             secret = make_secret(
                 engine,
                 image,
@@ -259,11 +261,8 @@ def smoke(
                 key_type="ecdsa" if trainer else "rsa",
                 private_mode=0o640 if trainer else 0o600,
                 public_mode=0o640 if trainer else 0o600,  # the volume's defaultMode
+                owner=owner,
             )
-            if run_as is not None:
-                # mpi-operator hands a non-root user its own Secret files; Trainer v2 keeps
-                # them root's, readable through the group (fsGroup, 0640: K2).
-                _chown_tree(secret, (0, run_as[1]) if trainer else run_as)
             volumes = {str(secret): options.key_dir}
             report(Message(f"{job}: fresh key pair mounted at {options.key_dir} like a Secret"))
         user = None if run_as is None else f"{run_as[0]}:{run_as[1]}"
@@ -317,11 +316,6 @@ def _user_ids(engine: Engine, image: str, user: str) -> tuple[int, int] | None:
         ) from None
     uid, gid = out.split()
     return int(uid), int(gid)
-
-
-def _chown_tree(directory: Path, ids: tuple[int, int]) -> None:
-    for path in [directory, *directory.iterdir()]:
-        os.chown(path, *ids)
 
 
 def worker_command(options: SmokeOptions) -> list[str]:

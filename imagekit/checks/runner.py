@@ -331,11 +331,10 @@ def mounted_keys(ctx: CheckContext, host: Any) -> Path:
         private, public = split_keygen_output(ctx.image, output)
         grouped = profile.non_root and profile.secret_files == "group-readable"
         mode = 0o640 if grouped else 0o600  # K2: the volume's defaultMode, for fsGroup
-        write_secret(secret, private, public, False, private_mode=mode, public_mode=mode)
+        owner = None
         if profile.non_root and "uid" in ctx.initial:
-            owner = 0 if grouped else int(ctx.initial["uid"])
-            for path in [secret, *secret.iterdir()]:
-                os.chown(path, owner, int(ctx.initial["gid"]))
+            owner = (0 if grouped else int(ctx.initial["uid"]), int(ctx.initial["gid"]))
+        write_secret(secret, private, public, False, mode, mode, owner)
     return secret
 
 
