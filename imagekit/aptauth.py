@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 7469
 AUTH_PATH = "/apt-auth.conf"
 CA_PATH = "/apt-ca.pem"
+# What the server can hand a build: (build argument naming its URL, path, what it is).
+SERVED = (("APT_AUTH_URL", AUTH_PATH, "credentials"), ("APT_CA_URL", CA_PATH, "CA bundle"))
 
 
 @dataclass(frozen=True)
@@ -169,16 +171,12 @@ def apt_build_args(
     thread = threading.Thread(target=server.serve_forever, name="apt-auth", daemon=True)
     thread.start()
     host, port = server.server_address[:2]
-    served = " and ".join(
-        what
-        for path, what in ((AUTH_PATH, "credentials"), (CA_PATH, "CA bundle"))
-        if path in documents
-    )
-    report(Message(f"apt: {served} for {mirror.url} served to the build only (never a layer)"))
-    urls = {"APT_AUTH_URL": AUTH_PATH, "APT_CA_URL": CA_PATH}
+    served = [(arg, path, what) for arg, path, what in SERVED if path in documents]
+    what = " and ".join(what for _, _, what in served)
+    report(Message(f"apt: {what} for {mirror.url} served to the build only (never a layer)"))
     try:
         yield {"APT_MIRROR": mirror.url} | {
-            arg: f"http://{host}:{port}{path}" for arg, path in urls.items() if path in documents
+            arg: f"http://{host}:{port}{path}" for arg, path, _ in served
         }
     finally:
         server.shutdown()
