@@ -77,6 +77,9 @@ class AdaptPlan:
     fixes: tuple[Fix, ...]
     packages: tuple[str, ...] = ()
     package_reasons: str = ""
+    # --apt-mirror: packages come through the mirror (build arguments, as in `build`); the
+    # image keeps its own apt sources.
+    via_mirror: bool = False
     sshd_settings: bool = False
     ssh_settings: bool = False
     pam_loginuid: bool = False
@@ -114,6 +117,7 @@ def plan_adapt(
     *,
     port: int | None = None,
     install_mpi: bool = False,
+    apt_mirror: bool = False,
 ) -> AdaptPlan:
     """Pure: the fixes `profile` needs that `facts` shows missing, in the order they run."""
     check_distro(image, facts)
@@ -209,6 +213,7 @@ def plan_adapt(
         fixes=tuple(fixes),
         packages=tuple(packages),
         package_reasons="; ".join(reasons),
+        via_mirror=apt_mirror and bool(packages),
         sshd_settings=sshd_settings,
         ssh_settings=ssh_settings,
         pam_loginuid=pam_loginuid,
@@ -283,6 +288,10 @@ def render_adapt(plan: AdaptPlan) -> Context:
     files = {"Dockerfile": env.get_template("adapt/Dockerfile.j2").render(values)}
     if plan.needs_script:
         files["imagekit-adapt/adapt.sh"] = env.get_template("adapt/adapt.sh.j2").render(values)
+    if plan.packages:  # the build's own apt script: mirror credentials, CA, untrusted marker
+        files["imagekit-adapt/apt-install.sh"] = _template_text("apt-install.sh")
+    if plan.via_mirror:
+        files["imagekit-adapt/apt-mirror.sh"] = _template_text("apt-mirror.sh")
     if plan.sshd_settings:
         files["imagekit-adapt/sshd_config.head"] = env.get_template(
             "adapt/sshd_config.head.j2"
@@ -294,8 +303,12 @@ def render_adapt(plan: AdaptPlan) -> Context:
     return Context(files)
 
 
+def _template_text(name: str) -> str:
+    return resources.files("imagekit").joinpath(f"templates/{name}").read_text("utf-8")
+
+
 def probe_script() -> str:
-    return resources.files("imagekit").joinpath("templates/adapt/probe.sh").read_text("utf-8")
+    return _template_text("adapt/probe.sh")
 
 
 # -- the steps that talk to the engine -------------------------------------------------------
@@ -328,6 +341,23 @@ def read_facts(engine, image: str, inspected: dict) -> ImageFacts:
     return facts
 
 
+def _build(engine, context_dir: Path, report, plan: AdaptPlan, mirror, ca_bundle):
+    """The adapt layer, its apt reading the mirror (credentials and CA served for the build
+    only, as `imagekit build` does) when one is given and there is something to install."""
+    from imagekit.aptauth import apt_build_args, untrusted_message, untrusted_source
+    from imagekit.errors import BuildError
+
+    with apt_build_args(mirror if plan.via_mirror else None, engine, report, ca_bundle) as args:
+        try:
+            return engine.build(context_dir, report=report, build_args=args)
+        except BuildError as exc:
+            source = untrusted_source(f"{exc.message}\n{exc.hint or ''}")
+            if source is None:
+                raise
+            message = untrusted_message(source, mirror, ca_bundle)
+            raise BuildError(message, hint=exc.hint) from None
+
+
 def default_tag(image: str, profile: str) -> str:
     """IMAGE's name with `-PROFILE` after its tag: a digest (name@sha256:...) is not a tag, so
     its first 12 hex digits stand in for one; a registry's port is not a tag either."""
@@ -348,20 +378,26 @@ def adapt(
     output: Path | None = None,
     port: int | None = None,
     install_mpi: bool = False,
+    apt_mirror: str | None = None,
+    ca_bundle: Path | None = None,
 ) -> AdaptResult:
-    from imagekit.build import IMAGE_REF
+    from imagekit.build import IMAGE_REF, BuildInputs, check_inputs
     from imagekit.engine import Engine
     from imagekit.events import Message
 
     if tag is not None and not IMAGE_REF.match(tag):
         raise UsageError(f"--tag {tag!r}: not a valid image reference ([host/]name[:tag])")
+    check_inputs(BuildInputs(apt_mirror=apt_mirror, ca_bundle=ca_bundle))
     engine = Engine.connect()
     before = engine.inspect_image(image)
+    facts = read_facts(engine, image, before)
     plan = plan_adapt(
-        image, read_facts(engine, image, before), profile, port=port, install_mpi=install_mpi
+        image, facts, profile, port=port, install_mpi=install_mpi, apt_mirror=bool(apt_mirror)
     )
     if not plan.needed:
         return AdaptResult(plan)
+    if apt_mirror and not plan.via_mirror:
+        report(Message("--apt-mirror: nothing to install, so apt is not run"))
     report(Message(f"{image} under profile {profile.name}: {len(plan.fixes)} to add"))
     for fix in plan.fixes:
         report(Message(f"  {fix.requirement:<10} {fix.what}"))
@@ -373,7 +409,7 @@ def adapt(
     workdir = Path(tempfile.mkdtemp(prefix="imagekit-adapt-"))
     try:
         context_dir = write_context(context, workdir / "context")
-        outcome = engine.build(context_dir, report=report)
+        outcome = _build(engine, context_dir, report, plan, apt_mirror, ca_bundle)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     tag = tag or default_tag(image, profile.name)

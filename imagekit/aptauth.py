@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,6 +80,37 @@ def parse_mirror(url: str) -> AptMirror:
         netloc = netloc.replace(parts.hostname, f"[{parts.hostname}]", 1)
     public = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
     return AptMirror(public, unquote(parts.username), unquote(parts.password or ""))
+
+
+# templates/apt-install.sh's marker for an https apt source whose certificate apt cannot
+# verify (apt-get update only warns, and the install would then miss every package).
+UNTRUSTED_MARKER = re.compile(r"imagekit-apt-untrusted: (https://\S+)")
+
+
+def untrusted_source(text: str) -> str | None:
+    """The apt source whose certificate apt could not verify, from a step's output."""
+    match = UNTRUSTED_MARKER.search(text)
+    return match[1] if match else None
+
+
+def untrusted_message(source: str, mirror_url: str | None, ca_bundle: Path | None) -> str:
+    """One line saying which certificate apt refused and which flag fixes it."""
+    mirror = parse_mirror(mirror_url) if mirror_url else None
+    if mirror is None or urlsplit(mirror.url).netloc != urlsplit(source).netloc:
+        return (
+            f"apt cannot verify the https certificate of {source}, an apt source of the base "
+            "(not --apt-mirror, so --ca-bundle does not reach it): the base must trust its CA"
+        )
+    if ca_bundle is None:
+        return (
+            f"--apt-mirror {mirror.url}: apt cannot verify its https certificate; pass "
+            "--ca-bundle FILE (or IMAGEKIT_CA_BUNDLE) holding the CA that signed it"
+        )
+    return (
+        f"--apt-mirror {mirror.url}: apt cannot verify its https certificate with --ca-bundle "
+        f"{ca_bundle}: the bundle lacks the CA that signed it, or the certificate does not "
+        "name this host"
+    )
 
 
 def _masked(url: str) -> str:

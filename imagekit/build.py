@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from imagekit.aptauth import apt_build_args, parse_mirror
+from imagekit.aptauth import apt_build_args, parse_mirror, untrusted_message, untrusted_source
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.credentials import find as find_credentials
 from imagekit.credentials import secret_name
 from imagekit.engine import Engine, Message, Reporter
-from imagekit.errors import BuildError, LockError, UsageError
+from imagekit.errors import BuildError, ImagekitError, LockError, UsageError
 from imagekit.loader import load_recipe
 from imagekit.lockfile import LockState, locked_plan
 from imagekit.normalize import Normalized, normalize_image
@@ -230,7 +230,7 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
                     labels=build_labels(plan, recipe_path, options.source_date_epoch),
                 )
             except BuildError as exc:
-                raise _vanished_pins(exc, lock, recipe_path) or exc from None
+                raise _explained(exc, lock, recipe_path, options.inputs) or exc from None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     image_id = outcome.image_id
@@ -293,9 +293,21 @@ def _check_base(
     report(Message("warning: " + message))
 
 
-def _vanished_pins(exc: BuildError, lock: LockState, recipe_path: Path) -> LockError | None:
-    """apt's marker line (templates/apt-install.sh) -> one line naming the packages."""
+def _explained(
+    exc: BuildError, lock: LockState, recipe_path: Path, inputs: BuildInputs
+) -> ImagekitError | None:
+    """A failed step whose output holds one of templates/apt-install.sh's marker lines, as
+    the one line that says what to do; None for any other failure."""
     text = f"{exc.message}\n{exc.hint or ''}"
+    source = untrusted_source(text)
+    if source is not None:
+        message = untrusted_message(source, inputs.apt_mirror, inputs.ca_bundle)
+        return BuildError(message, hint=exc.hint)
+    return _vanished_pins(text, lock, recipe_path)
+
+
+def _vanished_pins(text: str, lock: LockState, recipe_path: Path) -> LockError | None:
+    """apt's marker line (templates/apt-install.sh) -> one line naming the packages."""
     match = re.search(r"imagekit-apt-missing: (.+)", text)
     if match is None:
         return None

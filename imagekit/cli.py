@@ -388,6 +388,18 @@ def _check_and_report(image, chosen, reports, recipe=None, port=None, gpus=None)
 @click.option(
     "--install-mpi", is_flag=True, help="Install the distro's openmpi-bin when IMAGE has no mpirun."
 )
+@click.option(
+    "--apt-mirror",
+    envvar="IMAGEKIT_APT_MIRROR",
+    help="Mirror URL apt installs the missing packages from (the image keeps its own "
+    "sources). Credentials in it reach apt during the build only.",
+)
+@click.option(
+    "--ca-bundle",
+    type=FileOut,
+    envvar="IMAGEKIT_CA_BUNDLE",
+    help="PEM CA bundle apt trusts for an https --apt-mirror, during the build only.",
+)
 @click.option("--plain", is_flag=True, help="Plain build log instead of a progress display.")
 @click.option(
     "--report",
@@ -396,7 +408,9 @@ def _check_and_report(image, chosen, reports, recipe=None, port=None, gpus=None)
     multiple=True,
     help="Also write the check report to this file (.json/.xml/.md; repeatable).",
 )
-def adapt(image, profile, tag, output, port, install_mpi, plain, report_paths) -> None:
+def adapt(
+    image, profile, tag, output, port, install_mpi, apt_mirror, ca_bundle, plain, report_paths
+) -> None:
     """Make an existing Debian/Ubuntu IMAGE MPIJob-ready for a profile: one thin layer adding
     only what it lacks (ssh server and client settings, /run/sshd, host keys, the session
     environment), then `imagekit check` of the result."""
@@ -410,7 +424,15 @@ def adapt(image, profile, tag, output, port, install_mpi, plain, report_paths) -
     reporter = reporter_for(err.real, plain)
     try:
         result = run_adapt(
-            image, chosen, reporter, tag=tag, output=output, port=port, install_mpi=install_mpi
+            image,
+            chosen,
+            reporter,
+            tag=tag,
+            output=output,
+            port=port,
+            install_mpi=install_mpi,
+            apt_mirror=apt_mirror,
+            ca_bundle=ca_bundle,
         )
     finally:
         reporter.close()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from imagekit.aptauth import apt_build_args
+from imagekit.aptauth import apt_build_args, untrusted_message, untrusted_source
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.build import BuildInputs, check_inputs, context_options
 from imagekit.engine import Engine, Message, Reporter
@@ -135,7 +135,7 @@ def _resolve_apt(
     wanted = cumulative_packages(stages)
     report(Message(f"apt: resolving {len(stages)} stages on {plan.base_image}"))
     with apt_build_args(inputs.apt_mirror, engine, report, inputs.ca_bundle) as apt_args:
-        script = ["set -e", *_apt_source_lines(apt_args), "apt-get update -qq >/dev/null"]
+        script = ["set -e", *_apt_update_lines(apt_args)]
         if earlier is not None and earlier.apt:
             script.append(
                 f"printf %s {shlex.quote(apt_preferences(earlier))} "
@@ -154,7 +154,13 @@ def _resolve_apt(
             )
         except ImagekitError as exc:
             missing = missing_apt_pins(exc.message)
-            detail = f"not found: {' '.join(missing)}" if missing else exc.message.splitlines()[-1]
+            source = untrusted_source(exc.message)
+            if source is not None:
+                detail = untrusted_message(source, inputs.apt_mirror, inputs.ca_bundle)
+            elif missing:
+                detail = f"not found: {' '.join(missing)}"
+            else:
+                detail = exc.message.splitlines()[-1]
             raise LockError(f"apt resolution on {plan.base_image} failed: {detail}") from None
     closures: dict[str, dict[str, str]] = {}
     for block in output.split("### ")[1:]:
@@ -166,27 +172,22 @@ def _resolve_apt(
     return pins
 
 
-def _apt_source_lines(apt_args: dict[str, str]) -> list[str]:
-    """Shell lines pointing this throwaway container's apt at the build's mirror: the same
-    rewrite (templates/apt-mirror.sh), credentials file and CA bundle the Dockerfile's RUNs
-    use."""
+def _apt_update_lines(apt_args: dict[str, str]) -> list[str]:
+    """Shell lines that point this throwaway container's apt at the build's mirror and
+    update its lists the way the Dockerfile's RUNs do: the same mirror rewrite
+    (templates/apt-mirror.sh), then templates/apt-install.sh --update-only with the same
+    build arguments (credentials and CA bundle fetched, used, deleted; an untrusted https
+    source stops it with the same marker line)."""
+    templates = resources.files("imagekit").joinpath("templates")
     lines = []
     if "APT_MIRROR" in apt_args:
-        mirror = resources.files("imagekit").joinpath("templates/apt-mirror.sh").read_text()
+        mirror = templates.joinpath("apt-mirror.sh").read_text()
         lines.append(f"sh -c {shlex.quote(mirror)} - {shlex.quote(apt_args['APT_MIRROR'])}")
-    if "APT_CA_URL" in apt_args:
-        lines.append(
-            "/usr/lib/apt/apt-helper download-file "
-            f"{shlex.quote(apt_args['APT_CA_URL'])} /etc/apt/imagekit-build-ca.pem >/dev/null"
-            " && echo 'Acquire::https::CAInfo \"/etc/apt/imagekit-build-ca.pem\";'"
-            " > /etc/apt/apt.conf.d/00imagekit-build-ca"
-        )
-    if "APT_AUTH_URL" in apt_args:
-        lines.append(
-            "mkdir -p /etc/apt/auth.conf.d && /usr/lib/apt/apt-helper download-file "
-            f"{shlex.quote(apt_args['APT_AUTH_URL'])} /etc/apt/auth.conf.d/imagekit-build.conf"
-            " >/dev/null"
-        )
+    install = templates.joinpath("apt-install.sh").read_text()
+    served = " ".join(
+        f"{name}={shlex.quote(value)}" for name, value in apt_args.items() if name != "APT_MIRROR"
+    )
+    lines.append(f"{served} sh -c {shlex.quote(install)} - --update-only".lstrip())
     return lines
 
 

@@ -8,6 +8,7 @@ import base64
 import shutil
 import ssl
 import subprocess
+import tarfile
 import threading
 import urllib.error
 import urllib.request
@@ -98,3 +99,26 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass
+
+
+def leaks(engine, ref: str, secrets: list[bytes]) -> list[str]:
+    """Every place in `docker save` of ref (as a registry would receive it: the config,
+    the manifest, every file of every layer) that holds one of secrets."""
+    found = []
+
+    def scan(place: str, content: bytes) -> None:
+        found.extend(place for secret in secrets if secret in content)
+
+    with engine.saved_image(ref) as stream, tarfile.open(fileobj=stream, mode="r|") as saved:
+        for member in saved:
+            if not member.isfile():
+                continue
+            data = saved.extractfile(member)
+            if not member.name.endswith("layer.tar"):
+                scan(member.name, data.read())
+                continue
+            with tarfile.open(fileobj=data, mode="r|") as layer:
+                for item in layer:
+                    if item.isfile():
+                        scan(f"{member.name}:{item.name}", layer.extractfile(item).read())
+    return found

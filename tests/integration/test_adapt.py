@@ -12,6 +12,7 @@ import pytest
 from imagekit.loader import load_recipe
 from imagekit.plan import make_plan
 
+from .authmirror import AuthMirror, leaks
 from .conftest import CPU_RECIPE, imagekit
 from .images import KUBEFLOW, build
 
@@ -183,3 +184,35 @@ def test_bad_input_is_one_line_and_builds_nothing(engine, sources, tmp_path, arg
     assert len(errors) == 1 and line in errors[0], result.stderr
     assert "Traceback" not in result.stderr
     assert {image["Id"] for image in engine.api.images()} == images_before
+
+
+def test_adapt_through_an_authenticated_https_mirror_keeps_the_images_sources(
+    engine, sources, tmp_path
+):
+    """--apt-mirror with credentials, on https under a certificate only --ca-bundle trusts:
+    the missing packages come through it, the image keeps its own apt sources, and no layer
+    holds the credentials, the certificate or apt's setting for it."""
+    password = "adapt" + "-s3cr3t-" + "T0ken"  # built up: this file holds no secret-shaped string
+    gateway, _ = engine.bridge_gateway()
+    apt = AuthMirror(gateway, "http://deb.debian.org/debian", "/debian", "builder", password)
+    bundle = apt.use_tls(tmp_path)
+    certificate_line = (tmp_path / "mirror.pem").read_bytes().split(b"\n")[5]
+    source, tag = sources["plain"], "imagekit-test/adapted-mirror:1"
+    apt_files = ["sh", "-c", "cat /etc/apt/sources.list; ls -A /etc/apt/sources.list.d"]
+    try:
+        with apt:
+            result = adapt(
+                source, "--tag", tag, "--apt-mirror", apt.url(), "--ca-bundle", str(bundle)
+            )
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-4000:]
+        assert "install openssh-server" in output
+        assert apt.authorized > 0  # the mirror answers only with its credentials
+        assert password not in output
+        assert engine.run_once(tag, apt_files) == engine.run_once(source, apt_files)
+        left = engine.run_once(tag, ["ls", "-A", "/etc/apt/apt.conf.d", "/etc/apt/auth.conf.d"])
+        assert "imagekit-build" not in left, left
+        assert leaks(engine, tag, [password.encode(), certificate_line]) == []
+    finally:
+        if engine.image_exists(tag):
+            engine.remove_image(tag)

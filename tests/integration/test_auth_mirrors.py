@@ -5,40 +5,19 @@ holds the credentials (issue: credentials never reach an image)."""
 from __future__ import annotations
 
 import json
-import tarfile
+import shutil
 
 import pytest
 
-from .authmirror import AuthMirror
+from imagekit.lockfile import lock_path
+
+from .authmirror import AuthMirror, leaks
 from .conftest import CPU_RECIPE, build_env, imagekit
 
 # Built from pieces so this file holds no credential-shaped string of its own.
 APT_PASSWORD = "apt" + "-s3cr3t-" + "T0ken"
 PIP_PASSWORD = "pip" + "-s3cr3t-" + "T0ken"
 REF = "imagekit-test/auth-mirrors:1"
-
-
-def leaks(engine, ref: str, secrets: list[bytes]) -> list[str]:
-    """Every place in `docker save` of ref (as a registry would receive it: the config,
-    the manifest, every file of every layer) that holds one of secrets."""
-    found = []
-
-    def scan(place: str, content: bytes) -> None:
-        found.extend(place for secret in secrets if secret in content)
-
-    with engine.saved_image(ref) as stream, tarfile.open(fileobj=stream, mode="r|") as saved:
-        for member in saved:
-            if not member.isfile():
-                continue
-            data = saved.extractfile(member)
-            if not member.name.endswith("layer.tar"):
-                scan(member.name, data.read())
-                continue
-            with tarfile.open(fileobj=data, mode="r|") as layer:
-                for item in layer:
-                    if item.isfile():
-                        scan(f"{member.name}:{item.name}", layer.extractfile(item).read())
-    return found
 
 
 @pytest.fixture
@@ -142,3 +121,45 @@ def test_a_wrong_apt_password_fails_the_build_in_one_line_and_keeps_the_tag(
     assert "wrong-password" not in output
     assert engine.inspect_image(cpu_image.ref)["Id"] == cpu_image.image_id  # no tag moved
     assert not engine.image_exists(REF)
+
+
+def test_an_https_apt_mirror_the_build_does_not_trust_is_one_line_naming_ca_bundle(
+    engine, cpu_image, tls_mirrors, tmp_path
+):
+    """apt-get update only warns about a certificate it cannot verify; without the marker
+    the build died later in "Unable to locate package". Build and lock both say, in one
+    line, which mirror and which flag; no tag moves and no lock is written."""
+    apt, _, _, _ = tls_mirrors
+    bare = apt.url(with_credentials=False)
+    env = {k: v for k, v in build_env().items() if k != "IMAGEKIT_CA_BUNDLE"}
+    result = imagekit(
+        "build", str(CPU_RECIPE), "--plain", "--tag", REF, "--apt-mirror", apt.url(), env=env
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 5, output[-3000:]  # BuildError
+    error = [line for line in result.stderr.splitlines() if line.startswith("ERROR ")]
+    assert error == [
+        f"ERROR --apt-mirror {bare}: apt cannot verify its https certificate; pass --ca-bundle "
+        "FILE (or IMAGEKIT_CA_BUNDLE) holding the CA that signed it"
+    ], output[-3000:]
+    assert "Traceback" not in output and APT_PASSWORD not in output
+    assert apt.authorized == 0  # apt never got past the handshake
+    assert engine.inspect_image(cpu_image.ref)["Id"] == cpu_image.image_id  # no tag moved
+    assert not engine.image_exists(REF)
+
+    recipe = tmp_path / CPU_RECIPE.name
+    shutil.copy(CPU_RECIPE, recipe)
+    host_only = "/etc/ssl/certs/ca-certificates.crt"  # trusts PyPI, not this mirror
+    locked = imagekit(
+        "lock", str(recipe), "--plain", "--apt-mirror", apt.url(), "--ca-bundle", host_only,
+        env=env,
+    )  # fmt: skip
+    assert locked.returncode == 14, (locked.stdout + locked.stderr)[-3000:]  # LockError
+    last = locked.stderr.strip().splitlines()[-1]
+    assert last.startswith("ERROR apt resolution on ") and " failed: --apt-mirror " in last, last
+    assert last.endswith(
+        f"--apt-mirror {bare}: apt cannot verify its https certificate with --ca-bundle "
+        f"{host_only}: the bundle lacks the CA that signed it, or the certificate does not "
+        "name this host"
+    ), last
+    assert not lock_path(recipe).exists()

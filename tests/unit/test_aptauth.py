@@ -3,6 +3,7 @@ only while a build runs, only to the build's network (imagekit/aptauth.py)."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import urllib.error
 import urllib.request
@@ -166,3 +167,66 @@ def test_public_sources_undo_the_mirror_rewrite(tmp_path):
     assert (tmp_path / "sources.list").read_text() == (
         "deb http://deb.debian.org/debian/ bookworm main\n"
     )
+
+
+UNVERIFIED = (
+    "W: Failed to fetch https://apt.internal:8443/debian/dists/bookworm/InRelease  Certificate "
+    "verification failed: The certificate is NOT trusted. The certificate issuer is unknown.  "
+    "Could not handshake: Error in the certificate verification. [IP: 10.0.0.5 8443]"
+)
+
+
+def run_apt_install(tmp_path, update_output: str, *args: str) -> subprocess.CompletedProcess:
+    """templates/apt-install.sh with a stand-in apt-get that answers `update` as apt 2.6 does
+    (warnings on stderr, exit 0) and records any other call."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    fake = bin_dir / "apt-get"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = update ]; then printf "%s\\n" {shlex.quote(update_output)} >&2; exit 0; fi\n'
+        f'echo "$@" >> {tmp_path}/calls; exit 1\n'
+    )
+    fake.chmod(0o755)
+    script = resources.files("imagekit").joinpath("templates/apt-install.sh").read_text()
+    return subprocess.run(
+        ["sh", "-c", script, "-", *args],  # POSIX sh: adapt runs it where bash may lack
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_an_https_source_apt_cannot_verify_stops_the_install_with_a_marker(tmp_path):
+    """apt-get update only warns (exit 0); the script must stop before installing."""
+    result = run_apt_install(tmp_path, UNVERIFIED, "openssh-server")
+    assert result.returncode == 100, result.stderr
+    assert aptauth.untrusted_source(result.stderr) == "https://apt.internal:8443/debian"
+    assert not (tmp_path / "calls").exists()  # no install attempted
+
+
+def test_update_only_stops_after_the_update_and_other_warnings_pass(tmp_path):
+    result = run_apt_install(tmp_path, "W: Some index files failed to download.", "--update-only")
+    assert result.returncode == 0, result.stderr
+    assert aptauth.untrusted_source(result.stdout + result.stderr) is None
+    assert not (tmp_path / "calls").exists()
+    unverified = run_apt_install(tmp_path / "again", UNVERIFIED, "--update-only")
+    assert unverified.returncode == 100
+
+
+def test_the_untrusted_message_names_the_flag_that_fixes_it(tmp_path):
+    source = "https://apt.internal:8443/debian"
+    mirror = f"https://ci:{PASSWORD}@apt.internal:8443/debian"
+    without = aptauth.untrusted_message(source, mirror, None)
+    assert without.startswith("--apt-mirror https://apt.internal:8443/debian: ")
+    assert "--ca-bundle FILE" in without and PASSWORD not in without
+    bundle = tmp_path / "ca.pem"
+    wrong = aptauth.untrusted_message(source, mirror, bundle)
+    assert f"--ca-bundle {bundle}" in wrong and "lacks the CA" in wrong
+    # a source of the base, not the mirror: --ca-bundle would not reach it, so not offered
+    other = aptauth.untrusted_message("https://repo.vendor.example/apt", mirror, bundle)
+    assert other.startswith("apt cannot verify the https certificate of https://repo.vendor")
+    assert "does not reach it" in other
+    assert "\n" not in without + wrong + other
+    # the marker is a URL: the script's own text (echo "...: $untrusted") is not one
+    assert aptauth.untrusted_source('echo "imagekit-apt-untrusted: $untrusted" >&2') is None

@@ -4,9 +4,7 @@
 set -eu
 here=/usr/local/share/imagekit-adapt
 # R4: workers run sshd; R9: the launcher's mpirun starts ranks over ssh
-apt-get update
-DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssh-server openssh-client
-rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+DEBIAN_FRONTEND=noninteractive sh "$here/apt-install.sh" openssh-server openssh-client
 
 # R3, R5, R10: sshd keeps the first value it reads for a keyword, so imagekit's go first.
 cat "$here/sshd_config.head" /etc/ssh/sshd_config > /etc/ssh/sshd_config.imagekit
