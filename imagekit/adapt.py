@@ -344,18 +344,17 @@ def read_facts(engine, image: str, inspected: dict) -> ImageFacts:
 def _build(engine, context_dir: Path, report, plan: AdaptPlan, mirror, ca_bundle):
     """The adapt layer, its apt reading the mirror (credentials and CA served for the build
     only, as `imagekit build` does) when one is given and there is something to install."""
-    from imagekit.aptauth import apt_build_args, untrusted_message, untrusted_source
+    from imagekit.aptauth import apt_build_args, explain_untrusted
     from imagekit.errors import BuildError
 
     with apt_build_args(mirror if plan.via_mirror else None, engine, report, ca_bundle) as args:
         try:
             return engine.build(context_dir, report=report, build_args=args)
         except BuildError as exc:
-            source = untrusted_source(f"{exc.message}\n{exc.hint or ''}")
-            if source is None:
+            untrusted = explain_untrusted(f"{exc.message}\n{exc.hint or ''}", mirror, ca_bundle)
+            if untrusted is None:
                 raise
-            message = untrusted_message(source, mirror, ca_bundle)
-            raise BuildError(message, hint=exc.hint) from None
+            raise BuildError(untrusted, hint=exc.hint) from None
 
 
 def default_tag(image: str, profile: str) -> str:

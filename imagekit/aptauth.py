@@ -93,6 +93,13 @@ def untrusted_source(text: str) -> str | None:
     return match[1] if match else None
 
 
+def explain_untrusted(text: str, mirror_url: str | None, ca_bundle: Path | None) -> str | None:
+    """A failed step's (or container's) output -> the one line naming the flag to fix, when
+    apt refused a certificate; None for any other failure. Build, lock and adapt share it."""
+    source = untrusted_source(text)
+    return None if source is None else untrusted_message(source, mirror_url, ca_bundle)
+
+
 def untrusted_message(source: str, mirror_url: str | None, ca_bundle: Path | None) -> str:
     """One line saying which certificate apt refused and which flag fixes it."""
     mirror = parse_mirror(mirror_url) if mirror_url else None

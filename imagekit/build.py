@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from imagekit.aptauth import apt_build_args, parse_mirror, untrusted_message, untrusted_source
+from imagekit.aptauth import apt_build_args, explain_untrusted, parse_mirror
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.credentials import find as find_credentials
 from imagekit.credentials import secret_name
@@ -299,10 +299,9 @@ def _explained(
     """A failed step whose output holds one of templates/apt-install.sh's marker lines, as
     the one line that says what to do; None for any other failure."""
     text = f"{exc.message}\n{exc.hint or ''}"
-    source = untrusted_source(text)
-    if source is not None:
-        message = untrusted_message(source, inputs.apt_mirror, inputs.ca_bundle)
-        return BuildError(message, hint=exc.hint)
+    untrusted = explain_untrusted(text, inputs.apt_mirror, inputs.ca_bundle)
+    if untrusted is not None:
+        return BuildError(untrusted, hint=exc.hint)
     return _vanished_pins(text, lock, recipe_path)
 
 

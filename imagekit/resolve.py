@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from imagekit.aptauth import apt_build_args, untrusted_message, untrusted_source
+from imagekit.aptauth import apt_build_args, explain_untrusted
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.build import BuildInputs, check_inputs, context_options
 from imagekit.engine import Engine, Message, Reporter
@@ -154,9 +154,9 @@ def _resolve_apt(
             )
         except ImagekitError as exc:
             missing = missing_apt_pins(exc.message)
-            source = untrusted_source(exc.message)
-            if source is not None:
-                detail = untrusted_message(source, inputs.apt_mirror, inputs.ca_bundle)
+            untrusted = explain_untrusted(exc.message, inputs.apt_mirror, inputs.ca_bundle)
+            if untrusted is not None:
+                detail = untrusted
             elif missing:
                 detail = f"not found: {' '.join(missing)}"
             else:

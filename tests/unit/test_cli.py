@@ -274,3 +274,25 @@ def _templated(check_id: str, documented: dict[str, set[str]]) -> set[str]:
         if "{" in name and name.partition("{")[0].rstrip("-") == check_id
         for req in reqs
     }
+
+
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (
+            ["--apt-mirror", "ftp://apt.internal/debian"],
+            "--apt-mirror ftp://apt.internal/debian: not an http(s) URL",
+        ),
+        (
+            ["--apt-mirror", "https://apt.internal/debian", "--ca-bundle", "/nonexistent/ca.pem"],
+            "--ca-bundle /nonexistent/ca.pem: no such file",
+        ),
+    ],
+)
+def test_adapt_bad_mirror_input_is_one_line_before_the_engine(capsys, monkeypatch, flags, line):
+    """Checked before anything talks to Docker: no engine is needed to get the error."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    monkeypatch.delenv("IMAGEKIT_CA_BUNDLE", raising=False)
+    code, out, err = run(capsys, "adapt", "example/train:1", *flags)
+    assert code == 2
+    assert err.strip().splitlines() == [f"ERROR {line}"]
