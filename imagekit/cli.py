@@ -126,11 +126,7 @@ def schema(output: Path | None) -> None:
     from imagekit.recipe import json_schema
 
     text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
-        out.print(f"[green]wrote[/] {escape(str(output))}")
+    _emit(text, output)
 
 
 # -- build --------------------------------------------------------------------------------------
@@ -233,7 +229,7 @@ _BUILD_INPUT_OPTIONS = [
 @build_inputs
 @click.option(
     "--source-date-epoch",
-    type=int,
+    type=click.IntRange(min=0),
     envvar="SOURCE_DATE_EPOCH",
     help="Reproducible build: clamp file times to this epoch and normalize the image config.",
 )
@@ -674,11 +670,7 @@ def mpijob(
             "user (fsGroup); the ssh client of an image running as root ignores such a key (K5). "
             "Prove the pair with `imagekit smoke IMAGE --operator trainer-v2` first."
         )
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
-        out.print(f"[green]wrote[/] {escape(str(output))}")
+    _emit(text, output)
 
 
 # -- publish and inventory -----------------------------------------------------------------------
@@ -808,6 +800,17 @@ def clean(dry_run: bool, caches: bool) -> None:
     out.print(f"{len(found)} left over from earlier runs" if found else "nothing left over")
 
 
+def _emit(text: str, output: Path | None) -> None:
+    """Standard output, or the whole file at once (never half of it)."""
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    from imagekit.files import write_text_atomic
+
+    write_text_atomic(output, text)
+    out.print(f"[green]wrote[/] {escape(str(output))}")
+
+
 # -- entry point -----------------------------------------------------------------------------------
 
 
@@ -842,5 +845,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except OSError as exc:  # one the modules did not expect: still one line, not a traceback
+        if debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        err.print(f"[bold red]ERROR[/] {escape(where + (exc.strerror or str(exc)))}")
+        err.print("[dim]TIP run `imagekit --debug ...` for a traceback[/]")
+        sys.exit(ImagekitError.exit_code)
     finally:
         signals.restore(previous)

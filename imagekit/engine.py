@@ -34,6 +34,7 @@ from imagekit.errors import (
     ImagekitError,
     ImageNotFoundError,
     RegistryError,
+    UsageError,
 )
 from imagekit.events import Event, Log, Message, Reporter, Step  # noqa: F401 - re-exported
 
@@ -643,6 +644,10 @@ def _engine_errors(what: str, image: str | None = None) -> Iterator[None]:
     except docker.errors.NotFound as exc:
         raise _Gone(f"{what}: {_reason(exc)}") from None
     except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as exc:
+        if image and "invalid reference format" in str(exc):  # the engine's 400: bad input
+            raise UsageError(
+                f"image {image!r}: not a valid image reference ([host/]name[:tag] or an ID)"
+            ) from None
         if _connection_lost(exc):
             raise EngineUnavailableError(
                 f"{what}: the Docker engine at {engine_address()} went away ({_reason(exc)})",

@@ -143,6 +143,15 @@ class RegistryError(PublishError):
         self.transient = transient
 
 
+class OutputError(ImagekitError):
+    """A file or directory the user asked for (-o, --report, a lock file) could not be
+    written: a missing or read-only directory, a file where a directory must be, a full disk.
+    The writes are atomic, so what was there before is still there."""
+
+    exit_code = 15
+    debug_tip = False
+
+
 class Interrupted(ImagekitError):
     """A signal (Ctrl-C, SIGTERM, SIGHUP) stopped the command; what it made is removed."""
 
@@ -170,6 +179,7 @@ EXIT_CODES = {
     "publish auth": PublishAuthError.exit_code,
     "publish refused": PublishRefusedError.exit_code,
     "lock": LockError.exit_code,
+    "cannot write": OutputError.exit_code,
     "SIGHUP": EXIT_SIGHUP,
     "SIGINT": EXIT_SIGINT,
     "SIGTERM": EXIT_SIGTERM,

@@ -1,4 +1,6 @@
-"""Atomic file writes: a reader never sees half a report, record or SBOM."""
+"""Atomic file writes: a reader never sees half a report, record or SBOM. A write that
+cannot happen (no such directory, read-only, disk full) is an OutputError naming the path
+the user asked for, and leaves what was there before."""
 
 from __future__ import annotations
 
@@ -6,9 +8,12 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from imagekit.errors import OutputError
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
@@ -16,16 +21,26 @@ def write_text_atomic(path: Path, text: str) -> Path:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return path
+
+
+def blocked_by(path: Path) -> Path | None:
+    """The file standing where a directory above `path` must be, if any: a report or record
+    asked for under it cannot be written, and a command can say so before minutes of work."""
+    for above in Path(path).absolute().parents:
+        if above.exists():
+            return None if above.is_dir() else above
+    return None
 
 
 def write_json_atomic(path: Path, body: Any) -> Path:
@@ -42,8 +57,20 @@ def write_tree(
     into place, so `out_dir` holds the old tree or the new one, never half of each. `*.sh`
     files are executable; `modes` overrides; `fill(tmp)` adds anything else before the swap."""
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    with _writing(out_dir):
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+        _fill_and_swap(files, modes, out_dir, tmp, fill)
+    return out_dir
+
+
+def _fill_and_swap(
+    files: Mapping[str, str],
+    modes: Mapping[str, int],
+    out_dir: Path,
+    tmp: Path,
+    fill: Callable[[Path], None] | None,
+) -> None:
     try:
         for rel, text in files.items():
             target = tmp / rel
@@ -56,14 +83,33 @@ def write_tree(
         if fill is not None:
             fill(tmp)
         tmp.chmod(0o755)
-        old = None
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            out_dir.rename(old)
-        tmp.rename(out_dir)
-        if old is not None:
-            shutil.rmtree(old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out_dir
+    old = None
+    if out_dir.exists():
+        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+        out_dir.rename(old)
+    try:
+        tmp.rename(out_dir)
+    except BaseException:
+        if old is not None:  # put the old tree back: a failed write loses nothing
+            old.rename(out_dir)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old)
+
+
+@contextmanager
+def _writing(target: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        # The failing call may name a parent ("File exists: 'out'" for out/x): say which.
+        # Not our own temporary sibling, though: that name means nothing to the user.
+        failed = Path(exc.filename) if exc.filename else target
+        ours = failed.parent == target.parent and failed.name.startswith(f".{target.name}.")
+        where = "" if failed == target or ours else f" ({failed})"
+        reason = exc.strerror or str(exc)
+        raise OutputError(f"cannot write {target}: {reason}{where}") from None

@@ -9,6 +9,7 @@ is written only after every blob is in, so an interrupted push never moves a tag
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -84,10 +85,37 @@ def check_report_verdict(report: Path | None, image_id: str, required: bool) -> 
     return bool(body.get("passed"))
 
 
-def publish(image: str, options: PublishOptions, report: Reporter) -> PublishRecord:
+# host[:port][/namespace...], as a Docker reference spells it: no scheme, no credentials.
+_REGISTRY = re.compile(
+    r"^(?P<host>[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?)(?::(?P<port>[0-9]{1,5}))?"
+    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
+)
+_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
+
+
+def check_options(options: PublishOptions) -> str:
+    """The registry without a trailing slash, once every flag is one the push can use:
+    bad input is one line and exit 2 before the engine or the registry is asked anything."""
     registry = options.registry.rstrip("/")
-    if not registry or " " in registry:
-        raise UsageError(f"--registry {options.registry!r}: expected HOST[:PORT][/NAMESPACE]")
+    match = _REGISTRY.match(registry)
+    if match is None or (match["port"] and not 0 < int(match["port"]) < 65536):
+        scheme = " (no scheme: imagekit speaks https, and http to a registry on this machine)"
+        raise UsageError(
+            f"--registry {options.registry!r}: expected HOST[:PORT][/NAMESPACE]"
+            + (scheme if "://" in options.registry else "")
+        )
+    for flag, tags in (("--tag", options.tags), ("--moving-tag", options.moving_tags)):
+        for tag in tags:
+            if not _TAG.match(tag):
+                raise UsageError(
+                    f"{flag} {tag!r}: not a valid tag (letters, digits, '_', '.', '-'; "
+                    "at most 128, not starting with '.' or '-')"
+                )
+    return registry
+
+
+def publish(image: str, options: PublishOptions, report: Reporter) -> PublishRecord:
+    registry = check_options(options)
     engine = Engine.connect()
     info = engine.inspect_image(image)
     labels = info["Config"].get("Labels") or {}

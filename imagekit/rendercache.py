@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit import __version__
+from imagekit.errors import OutputError
 from imagekit.files import write_text_atomic, write_tree
 from imagekit.paths import cache_dir, cache_off, users_own
 
@@ -109,7 +110,7 @@ def record(recipe: Path, inputs: list[Path], entry: Entry) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_text_atomic(target, json.dumps(body))
-    except OSError:
+    except (OSError, OutputError):
         pass
 
 

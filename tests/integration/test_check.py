@@ -187,6 +187,11 @@ def test_bad_input_gets_one_line_and_distinct_codes(engine):
     assert missing.stderr.strip().splitlines()[0] == (
         "ERROR image imagekit-test/no-such-image:never: not found in the engine"
     )
+    malformed = imagekit("sbom", "Not::A-Ref", timeout=120)  # the engine's 400, as bad input
+    assert malformed.returncode == 2, malformed.stderr
+    assert malformed.stderr.strip() == (
+        "ERROR image 'Not::A-Ref': not a valid image reference ([host/]name[:tag] or an ID)"
+    )
     profile = imagekit("check", "whatever", "--profile", "sead", timeout=120)
     assert profile.returncode == 2 and "did you mean 'seed'?" in profile.stderr
     down = imagekit(

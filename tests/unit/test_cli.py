@@ -296,3 +296,86 @@ def test_adapt_bad_mirror_input_is_one_line_before_the_engine(capsys, monkeypatc
     code, out, err = run(capsys, "adapt", "example/train:1", *flags)
     assert code == 2
     assert err.strip().splitlines() == [f"ERROR {line}"]
+
+
+def test_an_output_that_cannot_be_written_is_one_line_and_keeps_what_was_there(capsys, tmp_path):
+    """-o under a file (or anywhere unwritable): exit 15, the path named, no traceback, no
+    temporary sibling left behind; the file in the way is untouched."""
+    in_the_way = tmp_path / "afile"
+    in_the_way.write_text("mine\n")
+    recipe = str(RECIPES / "deepspeed-cpu.yaml")
+    for args in (
+        ("render", recipe, "-o", str(in_the_way / "ctx")),
+        ("schema", "-o", str(in_the_way / "schema.json")),
+    ):
+        code, out, err = run(capsys, *args)
+        target = args[-1]
+        assert code == 15, err
+        assert err.strip() == f"ERROR cannot write {target}: File exists ({in_the_way})"
+        assert "Traceback" not in err and out == ""
+    assert in_the_way.read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_an_unexpected_os_error_is_still_one_line(capsys, monkeypatch):
+    """The last net in cli.main: an OSError no module turned into an ImagekitError."""
+
+    def broken(*_args):
+        raise PermissionError(13, "Permission denied", "/somewhere/recipe.yaml")
+
+    monkeypatch.setattr("imagekit.paths.recipe_paths", broken)
+    code, _, err = run(capsys, "render", str(RECIPES / "deepspeed-cpu.yaml"))
+    assert code == 1
+    assert err.splitlines()[0] == "ERROR /somewhere/recipe.yaml: Permission denied"
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--registry", "http://localhost:5000"],
+            "ERROR --registry 'http://localhost:5000': expected HOST[:PORT][/NAMESPACE] "
+            "(no scheme: imagekit speaks https, and http to a registry on this machine)",
+        ),
+        (
+            ["--registry", "localhost:99999"],
+            "ERROR --registry 'localhost:99999': expected HOST[:PORT][/NAMESPACE]",
+        ),
+        (
+            ["--registry", "localhost:5000/Team"],
+            "ERROR --registry 'localhost:5000/Team': expected HOST[:PORT][/NAMESPACE]",
+        ),
+        (
+            ["--registry", "localhost:5000/team", "--moving-tag", "la test"],
+            "ERROR --moving-tag 'la test': not a valid tag (letters, digits, '_', '.', '-'; "
+            "at most 128, not starting with '.' or '-')",
+        ),
+    ],
+)
+def test_bad_publish_flags_are_rejected_before_the_engine(capsys, monkeypatch, flags, message):
+    """Exit 2 and the flag named, not a push that fails later (or a traceback from the HTTP
+    library): with no engine at all, a check that ran after connecting would exit 4."""
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    code, _, err = run(capsys, "publish", "some/image:1", *flags)
+    assert code == 2, err
+    assert err.strip() == message
+
+
+def test_a_negative_source_date_epoch_is_a_flag_error(capsys):
+    code, _, err = run(
+        capsys, "build", str(RECIPES / "deepspeed-cpu.yaml"), "--source-date-epoch", "-5"
+    )
+    assert code == 2 and "--source-date-epoch" in err and "-5 is not in the range" in err
+
+
+def test_a_report_under_a_file_fails_before_the_check_runs(capsys, monkeypatch, tmp_path):
+    """A --report the check could not write is exit 15 at once, not after minutes of checks:
+    with no engine reachable, a check that had started would have ended with exit 4."""
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    in_the_way = tmp_path / "afile"
+    in_the_way.write_text("")
+    report = in_the_way / "reports" / "r.json"
+    code, _, err = run(capsys, "check", "some/image:1", "--report", str(report))
+    assert code == 15, err
+    assert err.strip() == f"ERROR cannot write {report}: {in_the_way} is not a directory"

@@ -313,3 +313,28 @@ def test_a_non_root_user_gets_its_own_sshd_and_root_keeps_22():
         "imagekit/user-sshd_config"
         not in render_context(plan_of(RECIPES / "deepspeed-cpu.yaml")).files
     )
+
+
+def test_a_failed_swap_puts_the_old_tree_back(tmp_path, monkeypatch):
+    """The last step of write_tree renames the new tree into place; if that fails (a full
+    disk, a vanished mount), the old tree is restored and the error names the directory."""
+    from pathlib import Path
+
+    from imagekit.errors import OutputError
+    from imagekit.files import write_tree
+
+    out = tmp_path / "ctx"
+    write_tree({"Dockerfile": "FROM old\n"}, {}, out)
+    real_rename = Path.rename
+
+    def rename(self, target):
+        if Path(target) == out and self.name.startswith(".ctx.") and "old" not in self.name:
+            raise OSError(28, "No space left on device", str(self))
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(OutputError) as info:
+        write_tree({"Dockerfile": "FROM new\n"}, {}, out)
+    assert str(info.value).startswith(f"cannot write {out}: No space left on device")
+    assert (out / "Dockerfile").read_text() == "FROM old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ctx"]
