@@ -437,6 +437,15 @@ def adapt(
         _check_and_report(result.tag, chosen, reports, port=result.plan.port)
 
 
+def _command_words(ctx, param, words: tuple[str, ...]) -> tuple[str, ...]:
+    """COMMAND keeps its own flags (`python train.py --lr 3`), but no program starts with
+    '-': a first word that does is a mistyped option of ours, not something to run."""
+    if words and words[0].startswith("-"):
+        options = [o for p in ctx.command.params for o in p.opts if o.startswith("-")]
+        raise click.NoSuchOption(words[0], possibilities=options, ctx=ctx)
+    return words
+
+
 def _env_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     pairs = []
     for item in values:
@@ -503,7 +512,7 @@ def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], .
     "e.g. DS_ACCELERATOR=cpu for a GPU image on a host without GPUs).",
 )
 @GPUS_OPTION
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, callback=_command_words)
 def smoke(image: str, profile: str | None, **kw) -> None:
     """Run an MPIJob the way the operator does: launcher + workers over real ssh and mpirun.
 
@@ -567,7 +576,7 @@ def smoke(image: str, profile: str | None, **kw) -> None:
     default="shell",
     show_default=True,
 )
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, callback=_command_words)
 def mpirun_cmd(profile, recipe, fmt, env, **kw):
     """Print the recommended mpirun line for WORKERS x SLOTS ranks running COMMAND."""
     from imagekit.launch import mpirun_line
@@ -650,7 +659,7 @@ def lint_cmd(command, source, workers, slots, debugging, root_env, openmpi_major
     "runAsUser 1000, /home/mpiuser/.ssh, sshd -De -f ~/.sshd_config).",
 )
 @click.option("-o", "--output", type=FileOut)
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, callback=_command_words)
 def mpijob(
     target, name, workers, slots, gpus_per_worker, shm_size, operator, profile, output, command
 ):

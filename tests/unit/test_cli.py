@@ -379,3 +379,31 @@ def test_a_report_under_a_file_fails_before_the_check_runs(capsys, monkeypatch, 
     code, _, err = run(capsys, "check", "some/image:1", "--report", str(report))
     assert code == 15, err
     assert err.strip() == f"ERROR cannot write {report}: {in_the_way} is not a directory"
+
+
+@pytest.mark.parametrize(
+    "args, wrong, hint",
+    [
+        (["mpirun", "--workers", "2", "--slots", "2", "--np", "3", "python3", "x.py"], "--np", ""),
+        (["smoke", "some/image:1", "--worker", "3"], "--worker", "'--workers'"),
+        (
+            ["mpijob", str(RECIPES / "deepspeed-cpu.yaml"), "--name", "j", "--workers", "2"]
+            + ["--slots", "1", "--shm", "1G", "python3", "x.py"],
+            "--shm",
+            "'--shm-size'",
+        ),
+    ],
+)
+def test_a_mistyped_flag_is_not_taken_for_the_command(capsys, args, wrong, hint):
+    """COMMAND passes unknown flags through (`python x.py --lr 3`), but a first word that is a
+    flag is our option mistyped: it was printed into the mpirun line, or run in the launcher."""
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert f"No such option '{wrong}'" in err and hint in err
+
+
+def test_the_command_keeps_its_own_flags(capsys):
+    code, out, _ = run(
+        capsys, "mpirun", "--workers", "2", "--slots", "2", "python3", "x.py", "--lr", "3"
+    )
+    assert code == 0 and out.rstrip().endswith("python3 x.py --lr 3")
