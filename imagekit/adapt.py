@@ -341,22 +341,6 @@ def read_facts(engine, image: str, inspected: dict) -> ImageFacts:
     return facts
 
 
-def _build(engine, context_dir: Path, report, plan: AdaptPlan, mirror, ca_bundle):
-    """The adapt layer, its apt reading the mirror (credentials and CA served for the build
-    only, as `imagekit build` does) when one is given and there is something to install."""
-    from imagekit.aptauth import apt_build_args, explain_untrusted
-    from imagekit.errors import BuildError
-
-    with apt_build_args(mirror if plan.via_mirror else None, engine, report, ca_bundle) as args:
-        try:
-            return engine.build(context_dir, report=report, build_args=args)
-        except BuildError as exc:
-            untrusted = explain_untrusted(f"{exc.message}\n{exc.hint or ''}", mirror, ca_bundle)
-            if untrusted is None:
-                raise
-            raise BuildError(untrusted, hint=exc.hint) from None
-
-
 def default_tag(image: str, profile: str) -> str:
     """IMAGE's name with `-PROFILE` after its tag: a digest (name@sha256:...) is not a tag, so
     its first 12 hex digits stand in for one; a registry's port is not a tag either."""
@@ -380,6 +364,7 @@ def adapt(
     apt_mirror: str | None = None,
     ca_bundle: Path | None = None,
 ) -> AdaptResult:
+    from imagekit.aptauth import build_through_mirror
     from imagekit.build import IMAGE_REF, BuildInputs, check_inputs
     from imagekit.engine import Engine
     from imagekit.events import Message
@@ -408,7 +393,8 @@ def adapt(
     workdir = Path(tempfile.mkdtemp(prefix="imagekit-adapt-"))
     try:
         context_dir = write_context(context, workdir / "context")
-        outcome = _build(engine, context_dir, report, plan, apt_mirror, ca_bundle)
+        mirror = apt_mirror if plan.via_mirror else None  # nothing to install: no apt at all
+        outcome = build_through_mirror(engine, context_dir, report, mirror, ca_bundle)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     tag = tag or default_tag(image, profile.name)

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from imagekit.errors import UsageError
+from imagekit.errors import BuildError, UsageError
 from imagekit.events import Message, Reporter
 
 if TYPE_CHECKING:
-    from imagekit.engine import Engine
+    from imagekit.engine import BuildOutcome, Engine
 
 # The port the credentials are served on while a build runs. Fixed, so the URL in the build
 # argument (and so the build cache key) is the same on every build; IMAGEKIT_APT_AUTH_PORT
@@ -220,3 +220,27 @@ def apt_build_args(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def build_through_mirror(
+    engine: Engine,
+    context_dir: Path,
+    report: Reporter,
+    mirror_url: str | None,
+    ca_bundle: Path | None,
+    build_args: dict[str, str] | None = None,
+    **options,
+) -> BuildOutcome:
+    """engine.build with the mirror's credentials and CA served to it (build, adapt and
+    lock's pip stage alike); a step that could not verify an https source ends as the one
+    line that names the flag to add, not as apt's later 'Unable to locate package'."""
+    with apt_build_args(mirror_url, engine, report, ca_bundle) as apt_args:
+        try:
+            return engine.build(
+                context_dir, report=report, build_args={**(build_args or {}), **apt_args}, **options
+            )
+        except BuildError as exc:
+            untrusted = explain_untrusted(f"{exc.message}\n{exc.hint or ''}", mirror_url, ca_bundle)
+            if untrusted is None:
+                raise
+            raise BuildError(untrusted, hint=exc.hint) from None

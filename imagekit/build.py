@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from imagekit.aptauth import apt_build_args, explain_untrusted, parse_mirror
+from imagekit.aptauth import build_through_mirror, parse_mirror
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.credentials import find as find_credentials
 from imagekit.credentials import secret_name
 from imagekit.engine import Engine, Message, Reporter
-from imagekit.errors import BuildError, ImagekitError, LockError, UsageError
+from imagekit.errors import BuildError, LockError, UsageError
 from imagekit.loader import load_recipe
 from imagekit.lockfile import LockState, locked_plan
 from imagekit.normalize import Normalized, normalize_image
@@ -217,20 +217,20 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
         context_dir = write_context(
             render_context(plan, context_options(options.inputs, plan)), workdir / "context"
         )
-        with apt_build_args(
-            options.inputs.apt_mirror, engine, report, options.inputs.ca_bundle
-        ) as apt_args:
-            try:
-                outcome = engine.build(
-                    context_dir,
-                    report=report,
-                    no_cache=options.no_cache,
-                    pull=options.pull and plan.bootstrap is None,
-                    build_args={**build_args, **apt_args},
-                    labels=build_labels(plan, recipe_path, options.source_date_epoch),
-                )
-            except BuildError as exc:
-                raise _explained(exc, lock, recipe_path, options.inputs) or exc from None
+        try:
+            outcome = build_through_mirror(
+                engine,
+                context_dir,
+                report,
+                options.inputs.apt_mirror,
+                options.inputs.ca_bundle,
+                build_args,
+                no_cache=options.no_cache,
+                pull=options.pull and plan.bootstrap is None,
+                labels=build_labels(plan, recipe_path, options.source_date_epoch),
+            )
+        except BuildError as exc:
+            raise _vanished_pins(exc, lock, recipe_path) or exc from None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     image_id = outcome.image_id
@@ -293,21 +293,10 @@ def _check_base(
     report(Message("warning: " + message))
 
 
-def _explained(
-    exc: BuildError, lock: LockState, recipe_path: Path, inputs: BuildInputs
-) -> ImagekitError | None:
-    """A failed step whose output holds one of templates/apt-install.sh's marker lines, as
-    the one line that says what to do; None for any other failure."""
-    text = f"{exc.message}\n{exc.hint or ''}"
-    untrusted = explain_untrusted(text, inputs.apt_mirror, inputs.ca_bundle)
-    if untrusted is not None:
-        return BuildError(untrusted, hint=exc.hint)
-    return _vanished_pins(text, lock, recipe_path)
-
-
-def _vanished_pins(text: str, lock: LockState, recipe_path: Path) -> LockError | None:
-    """apt's marker line (templates/apt-install.sh) -> one line naming the packages."""
-    match = re.search(r"imagekit-apt-missing: (.+)", text)
+def _vanished_pins(exc: BuildError, lock: LockState, recipe_path: Path) -> LockError | None:
+    """apt's marker line (templates/apt-install.sh) in a failed step's output -> one line
+    naming the packages; None for any other failure."""
+    match = re.search(r"imagekit-apt-missing: (.+)", f"{exc.message}\n{exc.hint or ''}")
     if match is None:
         return None
     pins = match[1].split()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from imagekit.aptauth import apt_build_args, explain_untrusted
+from imagekit.aptauth import apt_build_args, build_through_mirror, explain_untrusted
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.build import BuildInputs, check_inputs, context_options
 from imagekit.engine import Engine, Message, Reporter
@@ -233,10 +233,14 @@ def _pip_report(
         context_dir = write_context(context, workdir / "context")
         held = f", {len(constraints)} earlier pins kept where they fit" if constraints else ""
         report(Message(f"pip: building the python stage and resolving with pip --dry-run{held}"))
-        with apt_build_args(inputs.apt_mirror, engine, report, inputs.ca_bundle) as build_args:
-            outcome = engine.build(
-                context_dir, report=report, build_args=build_args, target="imagekit-pip-resolver"
-            )
+        outcome = build_through_mirror(
+            engine,
+            context_dir,
+            report,
+            inputs.apt_mirror,
+            inputs.ca_bundle,
+            target="imagekit-pip-resolver",
+        )
         report_text = engine.run_once(
             outcome.image_id, ["cat", REPORT], user="0", labels=_run_label()
         )
