@@ -90,6 +90,8 @@ def check_inputs(inputs: BuildInputs) -> None:
             raise UsageError(f"--wheelhouse {wh}: no such directory")
         if not any(wh.glob("*.whl")):
             raise UsageError(f"--wheelhouse {wh}: contains no .whl files")
+    if inputs.ssh_keys is not None and not inputs.ssh_keys.is_dir():
+        raise UsageError(f"--ssh-keys {inputs.ssh_keys}: no such directory")
 
 
 def check_options(options: BuildOptions) -> None:

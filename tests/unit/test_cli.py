@@ -129,6 +129,8 @@ def test_bad_build_inputs_are_rejected_before_building(capsys, tmp_path):
     assert code == 2 and "not a PEM certificate bundle" in err
     code, _, err = run(capsys, "build", recipe, "--wheelhouse", str(tmp_path))
     assert code == 2 and "contains no .whl files" in err
+    code, _, err = run(capsys, "build", recipe, "--ssh-keys", "/no/such/keys", "--dry-run")
+    assert code == 2 and err.strip() == "ERROR --ssh-keys /no/such/keys: no such directory"
     code, _, err = run(capsys, "build", recipe, "--tag", "Bad Tag")
     assert code == 2 and "--tag 'Bad Tag': not a valid image reference" in err
     code, _, err = run(capsys, "build", recipe, "--build-arg", "NOEQUALS")
