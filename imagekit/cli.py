@@ -59,7 +59,29 @@ GPUS_OPTION = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Command(click.Command):
+    """A bad value that came from an environment variable (IMAGEKIT_WHEELHOUSE...) is named
+    as such: '--wheelhouse (from $IMAGEKIT_WHEELHOUSE) X: ...', since the user may not have
+    typed any flag at all."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            flag = exc.message.split(" ", 1)[0]
+            for param in self.params:
+                source = ctx.get_parameter_source(param.name)
+                if flag in param.opts and param.envvar and source is ParameterSource.ENVIRONMENT:
+                    rest = exc.message[len(flag) :]
+                    raise UsageError(f"{flag} (from ${param.envvar}){rest}") from None
+            raise
+
+
+class Group(click.Group):
+    command_class = Command
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="imagekit")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 def cli(debug: bool) -> None:

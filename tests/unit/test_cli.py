@@ -409,3 +409,17 @@ def test_the_command_keeps_its_own_flags(capsys):
         capsys, "mpirun", "--workers", "2", "--slots", "2", "python3", "x.py", "--lr", "3"
     )
     assert code == 0 and out.rstrip().endswith("python3 x.py --lr 3")
+
+
+def test_a_bad_value_from_an_environment_variable_names_the_variable(capsys, monkeypatch):
+    """IMAGEKIT_WHEELHOUSE set in a shell profile and forgotten: the flag alone would name
+    something the user never typed."""
+    recipe = str(RECIPES / "deepspeed-cpu.yaml")
+    monkeypatch.setenv("IMAGEKIT_WHEELHOUSE", "/no/such/wheels")
+    code, _, err = run(capsys, "build", recipe, "--dry-run")
+    assert code == 2
+    assert err.strip() == (
+        "ERROR --wheelhouse (from $IMAGEKIT_WHEELHOUSE) /no/such/wheels: no such directory"
+    )
+    code, _, err = run(capsys, "build", recipe, "--dry-run", "--wheelhouse", "/typed/here")
+    assert code == 2 and err.strip() == "ERROR --wheelhouse /typed/here: no such directory"
