@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from imagekit.errors import EngineError, ImagekitError, UsageError
+from imagekit.errors import EngineError, ImagekitError, ImageUnusableError, UsageError
 from imagekit.profiles import Profile
 from imagekit.render import Context, template_environment, write_context
 
@@ -328,7 +328,7 @@ def read_facts(engine, image: str, inspected: dict) -> ImageFacts:
         output = engine.run_once(
             image, ["/bin/sh", "-c", probe_script()], user="0", labels={f"{LABEL}.adapt": "probe"}
         )
-    except EngineError:
+    except (EngineError, ImageUnusableError):  # the engine's trouble; no /bin/sh at all
         raise
     except ImagekitError as exc:  # the probe itself failed in the image
         raise UsageError(

@@ -33,6 +33,7 @@ from imagekit.errors import (
     EngineUnavailableError,
     ImagekitError,
     ImageNotFoundError,
+    ImageUnusableError,
     RegistryError,
     UsageError,
 )
@@ -380,12 +381,15 @@ class Engine:
                     host_config=host_config,
                     networking_config=networking,
                 )
-        return Container(self, created["Id"], name or created["Id"][:12])
+        return Container(self, created["Id"], name or created["Id"][:12], image=image)
 
     def start_container(self, image: str, **kwargs: Any) -> Container:
         box = self.create_container(image, **kwargs)
         try:
             box.start()
+        except _CannotExec as exc:
+            box.remove()
+            raise ImageUnusableError(image, exc.message) from None
         except ImagekitError:
             box.remove()
             raise
@@ -408,9 +412,11 @@ class Engine:
             status = box.wait(timeout=120)
             output = box.logs()
         if status != 0:
-            raise ImagekitError(
-                f"{image}: {' '.join(command)[:120]} failed: {output.strip()[-300:]}"
-            )
+            cannot = _CannotExec.matching(output.strip()[-300:])
+            if cannot is not None:
+                raise ImageUnusableError(image, cannot.message)
+            shown = " ".join(" ".join(command).split())[:120]  # a script: one line of it
+            raise ImagekitError(f"{image}: {shown} failed: {output.strip()[-300:]}")
         return output
 
     def bridge_gateway(self) -> tuple[str, str]:
@@ -521,22 +527,39 @@ class Engine:
 class Container:
     """A handle on one container: exec, logs, files, removal. Output is text."""
 
-    def __init__(self, engine: Engine, container_id: str, name: str):
+    def __init__(self, engine: Engine, container_id: str, name: str, image: str = ""):
         self._api = engine.api
         self.id = container_id
         self.name = name
+        self.image = image
 
     def start(self) -> None:
         with _engine_errors(f"cannot start container {self.name}"):
-            self._api.start(self.id)
+            try:
+                self._api.start(self.id)
+            except docker.errors.APIError as exc:
+                raise _CannotExec.matching(str(exc)) or exc from None
 
     def exec(self, argv: list[str], *, user: str | None = None) -> tuple[int, str]:
         """Run `argv` inside; (exit code, stdout and stderr together)."""
         with _engine_errors(f"exec in {self.name} failed"):
-            exec_id = self._api.exec_create(self.id, argv, user=user or "")["Id"]
+            exec_id = self._exec_create(argv, user)
             output = self._api.exec_start(exec_id)
             code = self._api.exec_inspect(exec_id)["ExitCode"]
         return code, output.decode(errors="replace")
+
+    def _exec_create(self, argv: list[str], user: str | None) -> str:
+        try:
+            return self._api.exec_create(self.id, argv, user=user or "")["Id"]
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409 or "is not running" not in str(exc):
+                raise
+            # It stopped by itself: say why (its last words), not "409 Conflict".
+            last = (self.logs().strip().splitlines() or ["(no output)"])[-1][:300]
+            cannot = _CannotExec.matching(last)
+            if cannot is not None and self.image:
+                raise ImageUnusableError(self.image, cannot.message) from None
+            raise EngineError(f"container {self.name} of {self.image} stopped: {last}") from None
 
     def read(self, argv: list[str], *, user: str | None = None) -> tuple[int, str]:
         """`exec` for commands that print something whenever they succeed. The engine now and
@@ -552,7 +575,7 @@ class Container:
     def exec_split(self, argv: list[str], *, user: str | None = None) -> tuple[int, bytes, bytes]:
         """Run `argv` inside; (exit code, stdout, stderr), as bytes and kept apart."""
         with _engine_errors(f"exec in {self.name} failed"):
-            exec_id = self._api.exec_create(self.id, argv, user=user or "")["Id"]
+            exec_id = self._exec_create(argv, user)
             stdout, stderr = self._api.exec_start(exec_id, demux=True)
             code = self._api.exec_inspect(exec_id)["ExitCode"]
         return code, stdout or b"", stderr or b""
@@ -561,7 +584,7 @@ class Container:
         """Run `argv` inside, handing each output line to `on_line` as it comes; exit code."""
         buffer = ""
         with _engine_errors(f"exec in {self.name} failed"):
-            exec_id = self._api.exec_create(self.id, argv)["Id"]
+            exec_id = self._exec_create(argv, None)
             for chunk in self._api.exec_start(exec_id, stream=True):
                 buffer += chunk.decode(errors="replace")
                 *lines, buffer = buffer.split("\n")
@@ -713,6 +736,35 @@ def split_ref(ref: str) -> tuple[str, str]:
     if not sep or "/" in tag:
         return ref, "latest"
     return name, tag
+
+
+class _CannotExec(ImagekitError):
+    """The runtime could not execute the container's first program: it is not in the image,
+    or not for this CPU (the engine's message is a long OCI error; this is its one fact)."""
+
+    # The runtime's words at start ('exec: "/bin/sh": stat /bin/sh: no such file or
+    # directory') or, for a binary it started but could not execute, the container's last
+    # log line ('exec /bin/sh: exec format error').
+    _WHY = re.compile(
+        r'exec:? "?(?P<program>[^":]+)"?: (?:(?P<missing>stat \S+: no such file or directory'
+        r"|executable file not found in \$PATH)|(?P<format>exec format error))"
+    )
+
+    @classmethod
+    def matching(cls, text: str) -> _CannotExec | None:
+        found = cls._WHY.search(text)
+        if found is None:
+            return None
+        program = found["program"]
+        if found["format"]:
+            return cls(
+                f"cannot run {program}: exec format error (an image for another CPU "
+                "architecture? docker image inspect IMAGE --format '{{.Architecture}}')"
+            )
+        return cls(
+            f"has no {program} (distroless or scratch?); an MPIJob image needs a POSIX shell: "
+            "ssh runs mpirun's remote commands through it, and so do imagekit's probes"
+        )
 
 
 def _chunks(stream: Iterator[Any]) -> Iterator[dict[str, Any]]:

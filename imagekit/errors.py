@@ -79,6 +79,18 @@ class ImageNotFoundError(ImagekitError):
     debug_tip = False
 
 
+class ImageUnusableError(ImagekitError):
+    """The image exists but cannot run a command at all: no /bin/sh (distroless, scratch),
+    or built for another CPU architecture. Nothing an MPIJob or a check does can start."""
+
+    exit_code = 6
+    debug_tip = False
+
+    def __init__(self, image: str, reason: str):
+        super().__init__(f"image {image}: {reason}")
+        self.reason = reason
+
+
 class CheckFailedError(ImagekitError):
     """An image failed at least one required compliance check."""
 

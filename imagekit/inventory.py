@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.engine import KEEPALIVE, Engine
-from imagekit.errors import ImagekitError
+from imagekit.errors import ImagekitError, ImageUnusableError
 from imagekit.files import write_json_atomic
 from imagekit.layers import Entry, ImageTree, LayerInfo, final_tree, read_files
 
@@ -92,22 +92,10 @@ def inventory(
     info = engine.inspect_image(image)
     config = info["Config"]
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-    labels = {INVENTORY_LABEL: f"imagekit-inventory-{uuid.uuid4().hex[:8]}"}
-    extra: dict[str, Any] = {}
-    with engine.container(
-        info["Id"], entrypoint=KEEPALIVE, command=[], user="0", labels=labels
-    ) as box:
-        dpkg = _pairs(box.read(["/bin/sh", "-c", DPKG])[1])
-        code, out = box.read(["/bin/sh", "-c", PIP])
-        pip = json.loads(out) if code == 0 and out.strip() else {}
-        if for_sbom:
-            extra["os_release"] = _os_release(box.read(["/bin/sh", "-c", OS_RELEASE])[1])
-            extra["deb_details"] = box.read(["/bin/sh", "-c", DPKG_DETAILS])[1]
-            extra["deb_licenses"] = box.read(["/bin/sh", "-c", DPKG_LICENSES])[1]
-            # the code travels as $0, so no quoting; images without python3 have no pip
-            script = 'command -v python3 >/dev/null && exec python3 -c "$0"'
-            code, out = box.read(["/bin/sh", "-c", script, PIP_LICENSES])
-            extra["pip_licenses"] = json.loads(out) if code == 0 and out.strip() else {}
+    try:  # by ID: every read below is of one image, even if its tag moves meanwhile
+        dpkg, pip, extra = _packages(engine, info["Id"], for_sbom)
+    except ImageUnusableError as exc:  # named as the user gave it, not by its ID
+        raise ImageUnusableError(image, exc.reason) from None
     inv = Inventory(
         image,
         info["Id"],
@@ -128,6 +116,30 @@ def inventory(
 
 
 OS_RELEASE = "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null"
+
+
+def _packages(
+    engine: Engine, image_id: str, for_sbom: bool
+) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
+    """dpkg and pip packages, read in one throwaway container; with `for_sbom`, the details
+    a CycloneDX document carries as well."""
+    labels = {INVENTORY_LABEL: f"imagekit-inventory-{uuid.uuid4().hex[:8]}"}
+    extra: dict[str, Any] = {}
+    with engine.container(
+        image_id, entrypoint=KEEPALIVE, command=[], user="0", labels=labels
+    ) as box:
+        dpkg = _pairs(box.read(["/bin/sh", "-c", DPKG])[1])
+        code, out = box.read(["/bin/sh", "-c", PIP])
+        pip = json.loads(out) if code == 0 and out.strip() else {}
+        if for_sbom:
+            extra["os_release"] = _os_release(box.read(["/bin/sh", "-c", OS_RELEASE])[1])
+            extra["deb_details"] = box.read(["/bin/sh", "-c", DPKG_DETAILS])[1]
+            extra["deb_licenses"] = box.read(["/bin/sh", "-c", DPKG_LICENSES])[1]
+            # the code travels as $0, so no quoting; images without python3 have no pip
+            script = 'command -v python3 >/dev/null && exec python3 -c "$0"'
+            code, out = box.read(["/bin/sh", "-c", script, PIP_LICENSES])
+            extra["pip_licenses"] = json.loads(out) if code == 0 and out.strip() else {}
+    return dpkg, pip, extra
 
 
 def _os_release(text: str) -> dict[str, str]:

@@ -320,3 +320,48 @@ def test_non_root_image_passes_its_profile_and_fails_seed_on_r1_only(engine, min
     assert code == 7 and failing(report) == {"root-user"}, output
     root_user = next(r for r in report["results"] if r["id"] == "root-user")
     assert "runs as mpiuser: no such user" in root_user["evidence"], output
+
+
+def _image_of_files(engine, ref: str, files: dict[str, bytes]) -> str:
+    """A one-layer image holding just `files` (mode 0755), as `docker import` makes it."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+    repository, tag = ref.rsplit(":", 1)
+    engine.api.import_image_from_data(buf.getvalue(), repository=repository, tag=tag)
+    return ref
+
+
+@pytest.mark.parametrize(
+    "files, reason",
+    [
+        (
+            {"hello": b"hi\n"},  # scratch, distroless: nothing to run a command with
+            "has no /bin/sh (distroless or scratch?); an MPIJob image needs a POSIX shell: "
+            "ssh runs mpirun's remote commands through it, and so do imagekit's probes",
+        ),
+        (
+            {"bin/sh": b"\x7fELF\x02\x01\x01\x00not for this machine"},  # another CPU's shell
+            "cannot run /bin/sh: exec format error (an image for another CPU architecture? "
+            "docker image inspect IMAGE --format '{{.Architecture}}')",
+        ),
+    ],
+    ids=["no-shell", "foreign-shell"],
+)
+def test_an_image_that_cannot_run_a_shell_is_one_line_for_every_command(engine, files, reason):
+    """check, smoke, adapt and sbom of such an image: exit 6 and what is wrong with it (was
+    exit 4, 'engine error', and 300 characters of the runtime's OCI message or a 409 about
+    a container that is not running), and no container left behind."""
+    ref = _image_of_files(engine, f"imagekit-test/unrunnable-{len(files)}{len(reason)}:1", files)
+    for command in (["check", ref], ["smoke", ref], ["adapt", ref], ["sbom", ref]):
+        result = imagekit(*command, timeout=300)
+        assert result.returncode == 6, (command, result.stderr)
+        assert result.stderr.strip() == f"ERROR image {ref}: {reason}", command
+    leftovers = engine.api.containers(all=True, filters={"ancestor": ref})
+    assert leftovers == []

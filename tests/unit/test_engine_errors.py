@@ -195,3 +195,33 @@ def test_a_runs_cleanup_never_raises_but_says_what_is_left_and_how_to_remove_it(
     engine = Engine(type("Client", (), {"api": _LabelledApi()})())
     assert engine.clean_up_labelled("io.imagekit.check=run", done.append) is True
     assert done == [] and engine.api.left == set()
+
+
+@pytest.mark.parametrize(
+    "said, expected",
+    [
+        (
+            '400 Client Error ...: Bad Request ("failed to create shim task: OCI runtime create '
+            'failed: runc create failed: unable to start container process: exec: "/bin/sh": '
+            'stat /bin/sh: no such file or directory: unknown")',
+            "has no /bin/sh",
+        ),
+        (
+            'unable to start container process: exec: "sshd": executable file not found in $PATH',
+            "has no sshd",
+        ),
+        ("exec /bin/sh: exec format error", "cannot run /bin/sh: exec format error"),
+        ("sh: 1: mpirun: not found", None),  # the image ran; a command in it failed
+        ("Error response from daemon: conflict", None),
+    ],
+)
+def test_what_the_runtime_says_when_an_image_cannot_run_anything(said, expected):
+    """The runtime's long OCI message (at start) or the container's last words (a binary
+    it could not execute) -> the one fact; anything else is not this error."""
+    from imagekit.engine import _CannotExec
+
+    found = _CannotExec.matching(said)
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None and found.message.startswith(expected)
