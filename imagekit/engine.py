@@ -387,9 +387,6 @@ class Engine:
         box = self.create_container(image, **kwargs)
         try:
             box.start()
-        except _CannotExec as exc:
-            box.remove()
-            raise ImageUnusableError(image, exc.message) from None
         except ImagekitError:
             box.remove()
             raise
@@ -412,9 +409,9 @@ class Engine:
             status = box.wait(timeout=120)
             output = box.logs()
         if status != 0:
-            cannot = _CannotExec.matching(output.strip()[-300:])
+            cannot = _cannot_exec(output.strip()[-300:])
             if cannot is not None:
-                raise ImageUnusableError(image, cannot.message)
+                raise ImageUnusableError(image, cannot)
             shown = " ".join(" ".join(command).split())[:120]  # a script: one line of it
             raise ImagekitError(f"{image}: {shown} failed: {output.strip()[-300:]}")
         return output
@@ -538,27 +535,33 @@ class Container:
             try:
                 self._api.start(self.id)
             except docker.errors.APIError as exc:
-                raise _CannotExec.matching(str(exc)) or exc from None
+                cannot = _cannot_exec(str(exc))
+                if cannot is None:
+                    raise
+                raise ImageUnusableError(self.image, cannot) from None
 
     def exec(self, argv: list[str], *, user: str | None = None) -> tuple[int, str]:
         """Run `argv` inside; (exit code, stdout and stderr together)."""
-        with _engine_errors(f"exec in {self.name} failed"):
-            exec_id = self._exec_create(argv, user)
+        with _engine_errors(f"exec in {self.name} failed"), self._while_running():
+            exec_id = self._api.exec_create(self.id, argv, user=user or "")["Id"]
             output = self._api.exec_start(exec_id)
             code = self._api.exec_inspect(exec_id)["ExitCode"]
         return code, output.decode(errors="replace")
 
-    def _exec_create(self, argv: list[str], user: str | None) -> str:
+    @contextmanager
+    def _while_running(self) -> Iterator[None]:
+        """An exec into a container that stopped by itself says why (its last words), not
+        "409 Conflict" or "500 ... is not running": the engine answers either, depending on
+        whether the container stopped before the exec was created or before it started."""
         try:
-            return self._api.exec_create(self.id, argv, user=user or "")["Id"]
+            yield
         except docker.errors.APIError as exc:
-            if exc.status_code != 409 or "is not running" not in str(exc):
+            if "is not running" not in str(exc):
                 raise
-            # It stopped by itself: say why (its last words), not "409 Conflict".
             last = (self.logs().strip().splitlines() or ["(no output)"])[-1][:300]
-            cannot = _CannotExec.matching(last)
-            if cannot is not None and self.image:
-                raise ImageUnusableError(self.image, cannot.message) from None
+            cannot = _cannot_exec(last)
+            if cannot is not None:
+                raise ImageUnusableError(self.image, cannot) from None
             raise EngineError(f"container {self.name} of {self.image} stopped: {last}") from None
 
     def read(self, argv: list[str], *, user: str | None = None) -> tuple[int, str]:
@@ -574,8 +577,8 @@ class Container:
 
     def exec_split(self, argv: list[str], *, user: str | None = None) -> tuple[int, bytes, bytes]:
         """Run `argv` inside; (exit code, stdout, stderr), as bytes and kept apart."""
-        with _engine_errors(f"exec in {self.name} failed"):
-            exec_id = self._exec_create(argv, user)
+        with _engine_errors(f"exec in {self.name} failed"), self._while_running():
+            exec_id = self._api.exec_create(self.id, argv, user=user or "")["Id"]
             stdout, stderr = self._api.exec_start(exec_id, demux=True)
             code = self._api.exec_inspect(exec_id)["ExitCode"]
         return code, stdout or b"", stderr or b""
@@ -583,8 +586,8 @@ class Container:
     def exec_stream(self, argv: list[str], on_line: Callable[[str], None]) -> int:
         """Run `argv` inside, handing each output line to `on_line` as it comes; exit code."""
         buffer = ""
-        with _engine_errors(f"exec in {self.name} failed"):
-            exec_id = self._exec_create(argv, None)
+        with _engine_errors(f"exec in {self.name} failed"), self._while_running():
+            exec_id = self._api.exec_create(self.id, argv)["Id"]
             for chunk in self._api.exec_start(exec_id, stream=True):
                 buffer += chunk.decode(errors="replace")
                 *lines, buffer = buffer.split("\n")
@@ -730,6 +733,12 @@ def _until_heard(ask: Callable[[], tuple]) -> tuple:
     return answer
 
 
+# An image reference's parts as the distribution spec spells them, for every flag taking one:
+# a path component of a repository name, and a tag.
+REF_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REF_TAG = r"[\w][\w.-]{0,127}"
+
+
 def split_ref(ref: str) -> tuple[str, str]:
     """'host:5000/a/b:tag' -> ('host:5000/a/b', 'tag')"""
     name, sep, tag = ref.rpartition(":")
@@ -738,33 +747,31 @@ def split_ref(ref: str) -> tuple[str, str]:
     return name, tag
 
 
-class _CannotExec(ImagekitError):
-    """The runtime could not execute the container's first program: it is not in the image,
-    or not for this CPU (the engine's message is a long OCI error; this is its one fact)."""
+# The runtime's words when it cannot execute a container's first program: at start
+# ('exec: "/bin/sh": stat /bin/sh: no such file or directory'), or, for a binary it started but
+# could not execute, the container's last log line ('exec /bin/sh: exec format error').
+_CANNOT_EXEC = re.compile(
+    r'exec:? "?(?P<program>[^":]+)"?: (?:(?P<missing>stat \S+: no such file or directory'
+    r"|executable file not found in \$PATH)|(?P<format>exec format error))"
+)
 
-    # The runtime's words at start ('exec: "/bin/sh": stat /bin/sh: no such file or
-    # directory') or, for a binary it started but could not execute, the container's last
-    # log line ('exec /bin/sh: exec format error').
-    _WHY = re.compile(
-        r'exec:? "?(?P<program>[^":]+)"?: (?:(?P<missing>stat \S+: no such file or directory'
-        r"|executable file not found in \$PATH)|(?P<format>exec format error))"
-    )
 
-    @classmethod
-    def matching(cls, text: str) -> _CannotExec | None:
-        found = cls._WHY.search(text)
-        if found is None:
-            return None
-        program = found["program"]
-        if found["format"]:
-            return cls(
-                f"cannot run {program}: exec format error (an image for another CPU "
-                "architecture? docker image inspect IMAGE --format '{{.Architecture}}')"
-            )
-        return cls(
-            f"has no {program} (distroless or scratch?); an MPIJob image needs a POSIX shell: "
-            "ssh runs mpirun's remote commands through it, and so do imagekit's probes"
+def _cannot_exec(text: str) -> str | None:
+    """What is wrong with an image that cannot run anything (no such program in it, or one
+    for another CPU), from the runtime's long OCI message; None for any other failure."""
+    found = _CANNOT_EXEC.search(text)
+    if found is None:
+        return None
+    program = found["program"]
+    if found["format"]:
+        return (
+            f"cannot run {program}: exec format error (an image for another CPU "
+            "architecture? docker image inspect IMAGE --format '{{.Architecture}}')"
         )
+    return (
+        f"has no {program} (distroless or scratch?); an MPIJob image needs a POSIX shell: "
+        "ssh runs mpirun's remote commands through it, and so do imagekit's probes"
+    )
 
 
 def _chunks(stream: Iterator[Any]) -> Iterator[dict[str, Any]]:
