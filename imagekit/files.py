@@ -86,14 +86,14 @@ def _fill_and_swap(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    old = None
-    if out_dir.exists():
-        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-        out_dir.rename(old)
+    old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}") if out_dir.exists() else None
     try:
+        if old is not None:
+            out_dir.rename(old)
         tmp.rename(out_dir)
     except BaseException:
-        if old is not None:  # put the old tree back: a failed write loses nothing
+        # Put the old tree back (if it was moved away): a failed write loses nothing.
+        if old is not None and old.exists() and not out_dir.exists():
             old.rename(out_dir)
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -315,9 +315,11 @@ def test_a_non_root_user_gets_its_own_sshd_and_root_keeps_22():
     )
 
 
-def test_a_failed_swap_puts_the_old_tree_back(tmp_path, monkeypatch):
-    """The last step of write_tree renames the new tree into place; if that fails (a full
-    disk, a vanished mount), the old tree is restored and the error names the directory."""
+@pytest.mark.parametrize("failing", ["new-into-place", "old-out-of-the-way"])
+def test_a_failed_swap_puts_the_old_tree_back(tmp_path, monkeypatch, failing):
+    """The last step of write_tree moves the old tree aside and renames the new one into
+    place; if either fails (a full disk, a vanished mount), the old tree is where it was, the
+    new one is gone and the error names the directory."""
     from pathlib import Path
 
     from imagekit.errors import OutputError
@@ -328,7 +330,11 @@ def test_a_failed_swap_puts_the_old_tree_back(tmp_path, monkeypatch):
     real_rename = Path.rename
 
     def rename(self, target):
-        if Path(target) == out and self.name.startswith(".ctx.") and "old" not in self.name:
+        moving_new = (
+            Path(target) == out and self.name.startswith(".ctx.") and "old" not in self.name
+        )
+        moving_old = self == out
+        if (moving_new, moving_old) == (failing == "new-into-place", failing != "new-into-place"):
             raise OSError(28, "No space left on device", str(self))
         return real_rename(self, target)
 
