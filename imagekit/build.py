@@ -20,7 +20,7 @@ from imagekit.aptauth import build_through_mirror, parse_mirror
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.credentials import find as find_credentials
 from imagekit.credentials import secret_name
-from imagekit.engine import Engine, Message, Reporter
+from imagekit.engine import REF_COMPONENT, REF_TAG, Engine, Message, Reporter
 from imagekit.errors import BuildError, LockError, UsageError
 from imagekit.loader import load_recipe
 from imagekit.lockfile import LockState, locked_plan
@@ -30,8 +30,8 @@ from imagekit.render import ContextOptions, render_context, write_context
 
 IMAGE_REF = re.compile(
     r"^(?:[a-zA-Z0-9.-]+(?::\d+)?/)?"  # optional registry host[:port]/
-    r"[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"  # repository path
-    r"(?::[\w][\w.-]{0,127})?$"  # optional :tag
+    rf"{REF_COMPONENT}(?:/{REF_COMPONENT})*"  # repository path
+    rf"(?::{REF_TAG})?$"  # optional :tag
 )
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from imagekit.engine import Engine, Message, Reporter, split_ref
+from imagekit.engine import REF_COMPONENT, REF_TAG, Engine, Message, Reporter, split_ref
 from imagekit.errors import (
     PublishAuthError,
     PublishError,
@@ -88,9 +88,9 @@ def check_report_verdict(report: Path | None, image_id: str, required: bool) -> 
 # host[:port][/namespace...], as a Docker reference spells it: no scheme, no credentials.
 _REGISTRY = re.compile(
     r"^(?P<host>[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?)(?::(?P<port>[0-9]{1,5}))?"
-    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
+    rf"(?:/{REF_COMPONENT})*$"
 )
-_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
+_TAG = re.compile(rf"^{REF_TAG}$")
 
 
 def check_options(options: PublishOptions) -> str:
