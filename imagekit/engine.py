@@ -450,12 +450,7 @@ class Engine:
 
     def remove_container(self, container_id: str) -> bool:
         """Remove one container by ID; False when it no longer exists."""
-        try:
-            with _engine_errors(f"cannot remove container {container_id[:12]}"):
-                self.api.remove_container(container_id, force=True, v=True)
-        except _Gone:
-            return False
-        return True
+        return _remove_container(self.api, container_id, container_id[:12])
 
     def container_exists(self, container_id: str) -> bool:
         try:
@@ -630,11 +625,7 @@ class Container:
 
     def remove(self) -> None:
         """Remove it, running or not; gone already is fine."""
-        try:
-            with _engine_errors(f"cannot remove container {self.name}"):
-                self._api.remove_container(self.id, force=True, v=True)
-        except _Gone:
-            pass
+        _remove_container(self._api, self.id, self.name)
 
     def remove_quietly(self) -> None:
         try:
@@ -658,6 +649,29 @@ class Network:
 
 class _Gone(ImagekitError):
     """The object asked for does not exist (any more)."""
+
+
+def _remove_container(api: docker.APIClient, container_id: str, name: str) -> bool:
+    """Remove one container, running or not; False when it was gone already."""
+    try:
+        with _engine_errors(f"cannot remove container {name}"):
+            api.remove_container(container_id, force=True, v=True)
+    except _Gone:
+        return False
+    except EngineError as exc:
+        if _STUCK_ROOTFS in exc.message:
+            raise EngineError(exc.message, hint=_STUCK_ROOTFS_HINT) from None
+        raise
+    return True
+
+
+# An engine stopped while removing a container can leave that container's filesystem mounted;
+# every later removal is then refused with "device or resource busy", and no retry helps.
+_STUCK_ROOTFS = "failed to remove root filesystem"
+_STUCK_ROOTFS_HINT = (
+    "the engine stopped while removing it and left its files mounted (moby/moby#32461); it can "
+    "go once that mount is gone (at the latest after a reboot): then `imagekit clean` again"
+)
 
 
 @contextmanager

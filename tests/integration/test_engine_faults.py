@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from imagekit import journal
 from imagekit.engine import Engine
 from imagekit.errors import EngineUnavailableError
 
@@ -158,7 +159,22 @@ def test_engine_gone_mid_build(engine, mini, tmp_path):
     assert len(left) <= 1, left
     with engine.container("imagekit-test/mini:latest", entrypoint=["sleep", "600"]) as mine:
         result = imagekit("clean", timeout=120)
-        assert result.returncode == 0, result.stdout
+        if result.returncode != 0 and "failed to remove root filesystem" in result.stderr:
+            # The engine stopped in the middle of removing the step's container and left its
+            # files mounted (moby/moby#32461; seen once in CI): no client can remove it now.
+            # clean found the container the build recorded and says so, and what frees it.
+            (step,) = left
+            assert result.returncode == 4 and "Traceback" not in result.stderr
+            (error,) = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+            assert f"cannot remove container {step[:12]}" in error, result.stderr
+            assert "moby/moby#32461" in result.stderr
+            # The machine keeps that container until it restarts; the modules after this one
+            # need a clean that succeeds, so this test drops it from the journal.
+            for recorded in journal.recorded():
+                if step.startswith(recorded):
+                    journal.forget(recorded)
+            return
+        assert result.returncode == 0, result.stderr
         assert not left or "build step: RUN" in result.stdout, result.stdout
         assert all_containers(engine) - before == {mine.id}
 

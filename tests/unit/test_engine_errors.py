@@ -271,3 +271,33 @@ def test_an_exec_into_a_container_that_stopped_says_why(status, method):
     crashed = _container(_StoppedApi(status, b"starting\nsegmentation fault\n"))
     with pytest.raises(EngineError, match="stopped: segmentation fault$"):
         run(crashed)
+
+
+class _StuckRemovalApi:
+    """The engine's answer, on every try, for a container whose filesystem a stopped engine
+    left mounted (seen in CI after the engine was stopped during a build step)."""
+
+    def remove_container(self, container, force=False, v=False):
+        response = type("R", (), {"status_code": 500, "reason": "x", "url": "/x"})()
+        raise docker.errors.APIError(
+            "x",
+            response,
+            explanation=f'container {container}: driver "overlay2" failed to remove root '
+            "filesystem: unlinkat /var/lib/docker/overlay2/5226a90b/merged: device or resource busy",
+        )
+
+
+def test_a_container_whose_files_the_engine_left_mounted_says_what_frees_it():
+    from imagekit.engine import EngineError
+
+    engine = Engine.__new__(Engine)
+    engine.api = _StuckRemovalApi()
+    for remove in (
+        lambda: engine.remove_container("bd03583e22303a0f"),
+        _container(engine.api).remove,
+    ):
+        with pytest.raises(EngineError) as info:
+            remove()
+        assert info.value.message.startswith("cannot remove container ")
+        assert "device or resource busy" in info.value.message and "\n" not in info.value.message
+        assert "moby/moby#32461" in info.value.hint and "`imagekit clean` again" in info.value.hint
