@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from imagekit.errors import OutputError
+from imagekit.errors import OutputError, UsageError
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
@@ -109,7 +109,21 @@ def _writing(target: Path) -> Iterator[None]:
         # The failing call may name a parent ("File exists: 'out'" for out/x): say which.
         # Not our own temporary sibling, though: that name means nothing to the user.
         failed = Path(exc.filename) if exc.filename else target
+        reason = exc.strerror or str(exc)
+        if not _on_the_way_to(failed, target):  # a source being copied in (a wheelhouse file)
+            raise UsageError(f"cannot read {failed}: {reason} (writing {target})") from None
         ours = failed.parent == target.parent and failed.name.startswith(f".{target.name}.")
         where = "" if failed == target or ours else f" ({failed})"
-        reason = exc.strerror or str(exc)
         raise OutputError(f"cannot write {target}: {reason}{where}") from None
+
+
+def _on_the_way_to(path: Path, target: Path) -> bool:
+    """Whether `path` is `target`, a parent of it, or in it or in its temporary sibling:
+    where writing `target` can fail, as opposed to a file it copies from."""
+    path, target = Path(os.path.abspath(path)), Path(os.path.abspath(target))
+    if path == target or path in target.parents:
+        return True
+    return any(
+        p.parent == target.parent and (p == target or p.name.startswith(f".{target.name}."))
+        for p in (path, *path.parents)
+    )

@@ -194,19 +194,34 @@ def write_context(context: Context, out_dir: Path) -> Path:
 
 
 def _copy_in(source: Path, target: Path) -> None:
-    """Hard-link where possible: a wheelhouse can be gigabytes."""
+    """Hard-link where possible: a wheelhouse can be gigabytes. The first file that cannot be
+    read stops the copy with its own OSError, naming it (shutil.copytree would gather every
+    failure into one shutil.Error without a file name)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    if source.is_dir():
-        shutil.copytree(source, target, copy_function=_link_or_copy)
-    else:
+    if not source.is_dir():
         _link_or_copy(source, target)
+        return
+    for directory, _subdirs, names in os.walk(source, onerror=_raise, followlinks=True):
+        into = target / Path(directory).relative_to(source)
+        into.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            _link_or_copy(Path(directory) / name, into / name)
+
+
+def _raise(error: OSError) -> None:
+    raise error
 
 
 def _link_or_copy(src: str | Path, dst: str | Path) -> None:
+    # The file a symlink names, not the link: the build context must not hold links to
+    # paths on this machine (os.link links the symlink itself on Linux). os.stat first, so a
+    # link to nothing fails naming the wheelhouse entry rather than its target.
+    os.stat(src)
+    real = os.path.realpath(src)
     try:
-        os.link(src, dst)
+        os.link(real, dst)
     except OSError:
-        shutil.copy2(src, dst)
+        shutil.copy2(real, dst)
 
 
 def stale_files(context: Context, committed: Path) -> list[str]:

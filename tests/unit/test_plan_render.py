@@ -344,3 +344,62 @@ def test_a_failed_swap_puts_the_old_tree_back(tmp_path, monkeypatch, failing):
     assert str(info.value).startswith(f"cannot write {out}: No space left on device")
     assert (out / "Dockerfile").read_text() == "FROM old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ctx"]
+
+
+def test_a_source_that_cannot_be_read_while_filling_is_named_as_a_read(tmp_path):
+    """fill copies files in (the wheelhouse, keys): one it cannot read is 'cannot read SOURCE'
+    and bad input (exit 2), not 'cannot write OUT' (was); the old tree stays, nothing half."""
+    from imagekit.errors import UsageError
+    from imagekit.files import write_tree
+
+    out = tmp_path / "ctx"
+    write_tree({"Dockerfile": "FROM old\n"}, {}, out)
+    source = tmp_path / "wheelhouse" / "torch.whl"
+
+    def fill(tmp):
+        raise PermissionError(13, "Permission denied", str(source))
+
+    with pytest.raises(UsageError) as info:
+        write_tree({"Dockerfile": "FROM new\n"}, {}, out, fill)
+    assert str(info.value) == f"cannot read {source}: Permission denied (writing {out})"
+    assert info.value.exit_code == 2
+    assert (out / "Dockerfile").read_text() == "FROM old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ctx"]
+
+    def fill_fails_inside(tmp):  # a write inside the new tree stays a write error
+        raise OSError(28, "No space left on device", str(tmp / "wheels" / "torch.whl"))
+
+    from imagekit.errors import OutputError
+
+    with pytest.raises(OutputError, match=f"^cannot write {out}: No space left on device"):
+        write_tree({"Dockerfile": "FROM new\n"}, {}, out, fill_fails_inside)
+
+
+def test_a_wheelhouse_file_that_cannot_be_read_is_named(tmp_path):
+    """A real unreadable source: a wheelhouse entry whose link points nowhere. The copy into
+    the build context stops at it and names it (the link itself used to be linked into the
+    context); a link to a wheel elsewhere arrives as that wheel, subdirectories are copied."""
+    from imagekit.errors import UsageError
+    from imagekit.files import write_tree
+    from imagekit.render import _copy_in
+
+    wheelhouse = tmp_path / "wheelhouse"
+    (wheelhouse / "sub").mkdir(parents=True)
+    (wheelhouse / "sub" / "a.whl").write_bytes(b"a")
+    (tmp_path / "shared.whl").write_bytes(b"shared")
+    (wheelhouse / "linked.whl").symlink_to(tmp_path / "shared.whl")
+    out = tmp_path / "ctx"
+    write_tree({"Dockerfile": "FROM x\n"}, {}, out, lambda tmp: _copy_in(wheelhouse, tmp / "wh"))
+    assert (out / "wh" / "sub" / "a.whl").read_bytes() == b"a"
+    # a link to a wheel elsewhere on this machine arrives as the wheel, not as the link
+    assert not (out / "wh" / "linked.whl").is_symlink()
+    assert (out / "wh" / "linked.whl").read_bytes() == b"shared"
+    (wheelhouse / "torch.whl").symlink_to(tmp_path / "gone.whl")
+    with pytest.raises(UsageError) as info:
+        write_tree(
+            {"Dockerfile": "FROM y\n"}, {}, out, lambda tmp: _copy_in(wheelhouse, tmp / "wh")
+        )
+    assert str(info.value) == (
+        f"cannot read {wheelhouse / 'torch.whl'}: No such file or directory (writing {out})"
+    )
+    assert (out / "Dockerfile").read_text() == "FROM x\n"
