@@ -112,18 +112,19 @@ def _writing(target: Path) -> Iterator[None]:
         reason = exc.strerror or str(exc)
         if not _on_the_way_to(failed, target):  # a source being copied in (a wheelhouse file)
             raise UsageError(f"cannot read {failed}: {reason} (writing {target})") from None
-        ours = failed.parent == target.parent and failed.name.startswith(f".{target.name}.")
-        where = "" if failed == target or ours else f" ({failed})"
+        where = "" if failed == target or _temporary_of(failed, target) else f" ({failed})"
         raise OutputError(f"cannot write {target}: {reason}{where}") from None
+
+
+def _temporary_of(path: Path, target: Path) -> bool:
+    """Whether `path` is the temporary sibling `target` is written into first."""
+    return path.parent == target.parent and path.name.startswith(f".{target.name}.")
 
 
 def _on_the_way_to(path: Path, target: Path) -> bool:
     """Whether `path` is `target`, a parent of it, or in it or in its temporary sibling:
     where writing `target` can fail, as opposed to a file it copies from."""
     path, target = Path(os.path.abspath(path)), Path(os.path.abspath(target))
-    if path == target or path in target.parents:
-        return True
-    return any(
-        p.parent == target.parent and (p == target or p.name.startswith(f".{target.name}."))
-        for p in (path, *path.parents)
+    return path in target.parents or any(
+        p == target or _temporary_of(p, target) for p in (path, *path.parents)
     )
