@@ -7,8 +7,10 @@ failed step leaves no container behind, and no tag: tags are applied only after 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import ipaddress
+import json
 import os
 import re
 import tarfile
@@ -183,6 +185,33 @@ class Engine:
         if not all(os.access(d, os.R_OK | os.X_OK) and d.is_dir() for d in dirs):
             return None
         return dirs
+
+    def image_config(self, image_id: str) -> dict[str, Any] | None:
+        """The image's config document (history, diff IDs), read from the engine's own image
+        store where this process can read it (as `layer_dirs`), and only if its sha256 is the
+        image ID, as the ID is defined: a file changed or misplaced is never trusted. None
+        otherwise; callers then export the image."""
+        if not engine_address().startswith("unix://"):
+            return None
+        try:
+            with _engine_errors("cannot read the engine's settings"):
+                info = self.api.info()
+        except EngineError:
+            return None
+        algorithm, _, hexdigest = image_id.partition(":")
+        root, driver = info.get("DockerRootDir"), info.get("Driver")
+        if algorithm != "sha256" or not (
+            root and driver and re.fullmatch(r"[0-9a-f]{64}", hexdigest)
+        ):
+            return None
+        path = Path(root, "image", driver, "imagedb", "content", "sha256", hexdigest)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        if hashlib.sha256(data).hexdigest() != hexdigest:
+            return None
+        return json.loads(data)
 
     # -- builds -------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -15,7 +16,7 @@ from typing import Any
 from imagekit.engine import KEEPALIVE, Engine
 from imagekit.errors import ImagekitError, ImageUnusableError
 from imagekit.files import write_json_atomic
-from imagekit.layers import Entry, ImageTree, LayerInfo, final_tree, read_files
+from imagekit.layers import Entry, ImageTree, LayerInfo, final_tree, read_files, tree_in_place
 
 DPKG = "dpkg-query -W -f '${Package}\\t${Version}\\n' 2>/dev/null"
 PIP = (
@@ -87,8 +88,16 @@ class Inventory:
 
 
 def inventory(
-    engine: Engine, image: str, with_files: bool = True, for_sbom: bool = False
+    engine: Engine,
+    image: str,
+    with_files: bool = True,
+    for_sbom: bool = False,
+    in_place: bool = True,
+    known: dict[str, Any] | None = None,
 ) -> Inventory:
+    """What `diff` and `sbom` compare. The file level is read in place from the engine's
+    layer directories where it can be (`tree_in_place`; `known` carries layers already read
+    in this run), else from an export; `in_place=False` always exports."""
     info = engine.inspect_image(image)
     config = info["Config"]
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
@@ -108,11 +117,25 @@ def inventory(
         **extra,
     )
     if with_files:
-        with engine.saved_image(info["Id"]) as stream:
-            tree: ImageTree = final_tree(stream)
+        tree = _tree_in_place(engine, info["Id"], known) if in_place else None
+        if tree is None:
+            with engine.saved_image(info["Id"]) as stream:
+                tree = final_tree(stream)
         inv.files, inv.layers = tree.files, tree.layers
         inv.history = tuple(tree.config.get("history", []))
     return inv
+
+
+def _tree_in_place(engine: Engine, image_id: str, known: dict[str, Any] | None) -> ImageTree | None:
+    dirs, config = engine.layer_dirs(image_id), engine.image_config(image_id)
+    if dirs is None or config is None:
+        return None
+    if len(dirs) != len(config.get("rootfs", {}).get("diff_ids", [])):
+        return None
+    try:
+        return tree_in_place(config, dirs, known)
+    except OSError:  # the image was removed meanwhile, or a file cannot be read: export it
+        return None
 
 
 OS_RELEASE = "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null"
@@ -321,7 +344,14 @@ def diff_images(
     a: str, b: str, with_files: bool, strict: bool = False, report_dir: Path | None = None
 ) -> Diff:
     engine = Engine.connect()
-    first, second = (inventory(engine, x, with_files or report_dir is not None) for x in (a, b))
+    with_files = with_files or report_dir is not None
+    known: dict[str, Any] = {}  # layers the two images share are read once
+    # --strict compares the layers' export digests and sizes: only an export has them.
+    # IMAGEKIT_LAYERS=export forces the export, as it does for check.
+    in_place = not strict and os.environ.get("IMAGEKIT_LAYERS", "auto") != "export"
+    first, second = (
+        inventory(engine, x, with_files, in_place=in_place, known=known) for x in (a, b)
+    )
     result = diff(first, second, strict)
     if report_dir is not None:
         write_report_dir(engine, result, first, second, report_dir)

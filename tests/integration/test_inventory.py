@@ -146,6 +146,9 @@ def test_diff_sees_modes_owners_links_capabilities_moves_and_labels(
     summary = json.loads((report / "summary.json").read_text())
     assert summary["same"] is False and "files" in summary["sections"]
     _report_files_read_in_place_match_the_export(engine, a, b, monkeypatch)
+    for ref in (a, b):  # a capability set in a RUN layer, a symlink, modes and owners
+        _tree_read_in_place_matches_the_export(engine, ref, monkeypatch)
+    _diff_exports_only_for_strict_or_when_asked(a, b, monkeypatch)
     text = imagekit("diff", a, b, timeout=600)
     assert text.returncode == 1 and "~ run/sshd: mode 0755 -> 0777" in text.stdout
     # a rebuild without the cache differs only in times: equal unless --strict
@@ -174,3 +177,48 @@ def _report_files_read_in_place_match_the_export(engine, a, b, monkeypatch):
         with monkeypatch.context() as m:
             m.setattr(engine, "saved_image", lambda *a, **kw: pytest.fail("exported"))
             assert final_contents(engine, inv, paths) == exported
+
+
+def test_diff_reads_the_layers_in_place_as_the_export_has_them(engine, cpu_image, monkeypatch):
+    """The CPU image (a base tarball from mmdebstrap with hard links, built and normalized
+    layers): the tree diff reads from the engine's overlay2 directories and image store is
+    the tree of an export, entry for entry, and reading it exports nothing."""
+    in_place = _tree_read_in_place_matches_the_export(engine, cpu_image.ref, monkeypatch)
+    kinds = {e.kind for e in in_place.files.values()}
+    assert len(in_place.files) > 10_000 and {"file", "dir", "symlink", "hardlink"} <= kinds
+
+
+def _tree_read_in_place_matches_the_export(engine, ref, monkeypatch):
+    from imagekit.inventory import inventory
+
+    image_id = engine.inspect_image(ref)["Id"]
+    exported = inventory(engine, ref, in_place=False)
+    assert engine.image_config(image_id) is not None  # root on a local engine, as CI runs
+    with monkeypatch.context() as m:
+        m.setattr(engine, "saved_image", lambda *a, **kw: pytest.fail("exported"))
+        in_place = inventory(engine, ref)
+    assert in_place.files == exported.files
+    assert in_place.history == exported.history
+    assert [(x.diff_id, x.created_by) for x in in_place.layers] == [
+        (x.diff_id, x.created_by) for x in exported.layers
+    ]
+    return in_place
+
+
+def _diff_exports_only_for_strict_or_when_asked(a, b, monkeypatch):
+    """The default diff reads in place; IMAGEKIT_LAYERS=export (the same answer) and
+    --strict (which compares the export's layer digests and sizes) export both images."""
+    from imagekit.engine import Engine
+    from imagekit.inventory import diff_images
+
+    exports: list[str] = []
+    real = Engine.saved_image
+    with monkeypatch.context() as m:
+        m.setattr(Engine, "saved_image", lambda self, ref: exports.append(ref) or real(self, ref))
+        in_place = diff_images(a, b, with_files=True)
+        assert exports == [] and not in_place.same
+        m.setenv("IMAGEKIT_LAYERS", "export")
+        assert diff_images(a, b, with_files=True) == in_place and len(exports) == 2
+        m.delenv("IMAGEKIT_LAYERS")
+        diff_images(a, b, with_files=True, strict=True)
+        assert len(exports) == 4
