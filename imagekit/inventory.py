@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 from imagekit.engine import KEEPALIVE, Engine
 from imagekit.errors import ImagekitError, ImageUnusableError
-from imagekit.files import write_json_atomic
+from imagekit.files import write_tree
 from imagekit.layers import Entry, ImageTree, LayerInfo, final_tree, read_files, tree_in_place
 
 DPKG = "dpkg-query -W -f '${Package}\\t${Version}\\n' 2>/dev/null"
@@ -360,27 +359,26 @@ def diff_images(
 
 def write_report_dir(engine: Engine, result: Diff, a: Inventory, b: Inventory, out: Path) -> None:
     """Both versions of every differing regular file (a/PATH, b/PATH: ready for
-    `diffoscope out/a out/b`) and summary.json. Built beside `out`, then moved into place."""
-    staging = out.with_name(f".{out.name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
+    `diffoscope out/a out/b`) and summary.json, written atomically (`write_tree`): `out`
+    holds the old report or the new one, and a write that fails is exit 15 naming `out`."""
+    contents: dict[str, dict[str, bytes]] = {}
     for side, inv in (("a", a), ("b", b)):
         paths = {
             c.key if c.what != "moved" else (c.before["path"] if side == "a" else c.key)
             for c in result.files
         }
         paths = {p for p in paths if p in inv.files and inv.files[p].kind == "file"}
-        if not paths:
-            (staging / side).mkdir(parents=True, exist_ok=True)
-            continue
-        contents = final_contents(engine, inv, paths)
-        for path, data in contents.items():
-            target = staging / side / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-    write_json_atomic(staging / "summary.json", summary(result))
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
+        contents[side] = final_contents(engine, inv, paths) if paths else {}
+
+    def fill(tmp: Path) -> None:
+        for side, files in contents.items():
+            (tmp / side).mkdir()
+            for path, data in files.items():
+                target = tmp / side / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+
+    write_tree({"summary.json": json.dumps(summary(result), indent=2) + "\n"}, {}, out, fill)
 
 
 def final_contents(

@@ -216,3 +216,33 @@ def test_report_dir_never_trusts_a_layer_file_that_does_not_match_the_inventory(
     (tmp_path / "1" / "opt" / "app").unlink()  # gone (the image removed meanwhile)
     assert final_contents(engine, inv, {"opt/app"}) == {"opt/app": b"new\n"}
     assert engine.exports == 2
+
+
+def test_a_report_dir_that_cannot_be_written_is_exit_15_naming_it_and_keeps_the_old(tmp_path):
+    from dataclasses import replace
+
+    import pytest
+
+    from imagekit.errors import OutputError
+    from imagekit.inventory import Change, Diff, write_report_dir
+
+    inv, engine = _two_layer_inventory(tmp_path)
+    result = Diff("a", "b", files=[Change("opt/app", {"size": 4}, {"size": 5}, "changed")])
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    with pytest.raises(OutputError, match=f"cannot write {blocker}/report: ") as failed:
+        write_report_dir(engine, result, inv, inv, blocker / "report")
+    assert failed.value.exit_code == 15
+    out = tmp_path / "report"
+    write_report_dir(engine, result, inv, inv, out)
+    assert (out / "a" / "opt" / "app").read_bytes() == b"new\n"
+    assert json.loads((out / "summary.json").read_text())["same"] is False
+    # A report that fails half-way (the layer file no longer matches the inventory, so the
+    # export is read, and this one is broken) leaves the old report whole.
+    (out / "summary.json").write_text("old")
+    inv.files["opt/app"] = replace(inv.files["opt/app"], sha256="0" * 64)
+    engine.export = b"not a docker save archive"
+    with pytest.raises(tarfile.TarError):
+        write_report_dir(engine, result, inv, inv, out)
+    assert (out / "summary.json").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".report")) == []
