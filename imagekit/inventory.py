@@ -18,9 +18,11 @@ from imagekit.files import write_tree
 from imagekit.layers import Entry, ImageTree, LayerInfo, final_tree, read_files, tree_in_place
 
 DPKG = "dpkg-query -W -f '${Package}\\t${Version}\\n' 2>/dev/null"
+# Every installed distribution, in sys.path order: the first of a name is the one Python
+# imports (see `_pip`).
 PIP = (
     "python3 -c 'import importlib.metadata as m, json; "
-    'print(json.dumps({(d.metadata["Name"] or "?").lower(): d.version for d in m.distributions()}))\''
+    'print(json.dumps([[(d.metadata["Name"] or "?").lower(), d.version] for d in m.distributions()]))\''
     " 2>/dev/null"
 )
 # For the SBOM: each package's architecture, source package, dependencies and licenses.
@@ -44,7 +46,7 @@ for d in m.distributions():
         names = [c.rsplit(" :: ", 1)[-1] for c in md.get_all("Classifier") or []
                  if c.startswith("License ::") and c.count(" :: ") >= 2]
         text = names[0] if names else ""
-    found[(md["Name"] or "?").lower()] = text
+    found.setdefault((md["Name"] or "?").lower(), text)  # the copy Python imports: the first
 print(json.dumps(found))
 """
 INVENTORY_LABEL = "io.imagekit.inventory"  # on the container that reads packages
@@ -84,6 +86,8 @@ class Inventory:
     deb_details: str = ""  # DPKG_DETAILS output
     deb_licenses: str = ""  # DPKG_LICENSES output
     pip_licenses: dict[str, str] = field(default_factory=dict)
+    # older copies of a distribution that the one Python imports shadows: (name, version)
+    pip_shadowed: tuple[tuple[str, str], ...] = ()
 
 
 def inventory(
@@ -152,7 +156,7 @@ def _packages(
     ) as box:
         dpkg = _pairs(box.read(["/bin/sh", "-c", DPKG])[1])
         code, out = box.read(["/bin/sh", "-c", PIP])
-        pip = json.loads(out) if code == 0 and out.strip() else {}
+        pip, extra["pip_shadowed"] = _pip(json.loads(out) if code == 0 and out.strip() else [])
         if for_sbom:
             extra["os_release"] = _os_release(box.read(["/bin/sh", "-c", OS_RELEASE])[1])
             extra["deb_details"] = box.read(["/bin/sh", "-c", DPKG_DETAILS])[1]
@@ -162,6 +166,20 @@ def _packages(
             code, out = box.read(["/bin/sh", "-c", script, PIP_LICENSES])
             extra["pip_licenses"] = json.loads(out) if code == 0 and out.strip() else {}
     return dpkg, pip, extra
+
+
+def _pip(found: list[list[str]]) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
+    """Each distribution's version as Python imports it (the first of its name on sys.path)
+    and the copies that one shadows: pip installing a newer setuptools into /usr/local leaves
+    Debian's in /usr/lib/python3, and both ship in the image."""
+    imported: dict[str, str] = {}
+    shadowed: list[tuple[str, str]] = []
+    for name, version in found:
+        if name in imported:
+            shadowed.append((name, version))
+        else:
+            imported[name] = version
+    return imported, tuple(shadowed)
 
 
 def _os_release(text: str) -> dict[str, str]:

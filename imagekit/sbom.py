@@ -24,6 +24,7 @@ def cyclonedx(
     components = [_os_component(inv, os_id)] if inv.os_release else []
     components += [c for c, _ in debs.values()]
     components += [_pip_component(inv, name, version) for name, version in sorted(inv.pip.items())]
+    components += _shadowed_pip_components(inv)
     components += _outside_packages(inv, plan, debs, base_id)
     return {
         "bomFormat": "CycloneDX",
@@ -133,6 +134,21 @@ def _pip_component(inv: Inventory, name: str, version: str) -> dict[str, Any]:
     if license_name:
         component["licenses"] = [{"license": {"name": license_name}}]
     return component
+
+
+def _shadowed_pip_components(inv: Inventory) -> list[dict[str, Any]]:
+    """Copies of a distribution that Python does not import (another copy comes first on its
+    path) still ship in the image, and a scanner must see them: listed, and marked."""
+    listed = {(name, version) for name, version in inv.pip.items()}
+    components = []
+    for name, version in sorted(set(inv.pip_shadowed) - listed):
+        purl = f"pkg:pypi/{name}@{quote(version, safe='')}"
+        component = _library(purl, name, version, "pip")
+        component["properties"].append(
+            {"name": "imagekit:shadowed-by", "value": f"{name} {inv.pip[name]}"}
+        )
+        components.append(component)
+    return components
 
 
 def _outside_packages(

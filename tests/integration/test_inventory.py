@@ -91,6 +91,19 @@ def test_sbom_lists_dpkg_and_pip_packages(cpu_image, engine):
         "pkg:deb/debian/openssh-server",
         "pkg:deb/debian/openmpi-bin",
     } <= purls
+    # pip's setuptools in /usr/local shadows Debian's in /usr/lib/python3: the version given
+    # for each name is the one the image's Python imports; the other copy is listed, marked.
+    script = (
+        "import importlib.metadata as m, json; "
+        "print(json.dumps({d.metadata['Name'].lower(): m.version(d.metadata['Name']) "
+        "for d in m.distributions()}))"
+    )
+    imported = json.loads(engine.run_once(cpu_image.ref, ["python3", "-c", script]))
+    pip = [c for c in body["components"] if c.get("purl", "").startswith("pkg:pypi/")]
+    shadowed = [c for c in pip if any(p["name"] == "imagekit:shadowed-by" for p in c["properties"])]
+    assert {c["name"]: c["version"] for c in pip if c not in shadowed} == imported
+    assert [c["name"] for c in shadowed] == ["setuptools"], shadowed
+    assert shadowed[0]["version"] != imported["setuptools"]
 
 
 def test_identical_images_have_no_differences(cpu_image):

@@ -92,3 +92,23 @@ def test_tarball_openmpi_cuda_and_the_base_image_from_the_recipe():
     assert by_ref["cuda"]["version"] == "12.4.1"
     assert by_ref["base-image"]["name"].startswith("nvidia/cuda:12.4.1")
     assert by_ref["base-image"]["hashes"][0]["content"] == "b" * 64
+
+
+def test_a_distribution_shadowed_on_sys_path_is_listed_and_marked_not_taken_for_the_one_imported():
+    """pip installs setuptools 84 into /usr/local; Debian's 66 stays in /usr/lib/python3, later
+    on sys.path. Python imports 84: that is the version; 66 still ships and is listed."""
+    from imagekit.inventory import _pip
+
+    imported, shadowed = _pip(
+        [["setuptools", "84.2.1"], ["torch", "2.13.0"], ["setuptools", "66.1.1"]]
+    )
+    assert imported == {"setuptools": "84.2.1", "torch": "2.13.0"}
+    assert shadowed == (("setuptools", "66.1.1"),)
+    inv = inventory()
+    inv.pip, inv.pip_shadowed = imported, (*shadowed, ("torch", "2.13.0"))  # same version: once
+    body = cyclonedx(inv)
+    validate(body)
+    listed = sorted((c["name"], c["version"]) for c in body["components"] if c["name"] in imported)
+    assert listed == [("setuptools", "66.1.1"), ("setuptools", "84.2.1"), ("torch", "2.13.0")]
+    (old,) = [c for c in body["components"] if c.get("version") == "66.1.1"]
+    assert {"name": "imagekit:shadowed-by", "value": "setuptools 84.2.1"} in old["properties"]
