@@ -753,7 +753,7 @@ def publish(target, moving, require_check, **kw):
 @cli.command("diff")
 @click.argument("image_a")
 @click.argument("image_b")
-@click.option("--no-files", is_flag=True, help="Skip the file level (faster: no layer export).")
+@click.option("--no-files", is_flag=True, help="Skip the file level (faster: no layer is read).")
 @click.option(
     "--strict",
     is_flag=True,
