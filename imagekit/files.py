@@ -4,6 +4,7 @@ the user asked for, and leaves what was there before."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -14,6 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.errors import OutputError, UsageError
+
+
+def sha256_file(path: str | Path) -> str:
+    """A file's sha256, read in 1 MiB chunks (hashlib.file_digest is Python 3.11+)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def write_text_atomic(path: Path, text: str) -> Path:

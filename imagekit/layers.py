@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
+from imagekit.files import sha256_file
+
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"  # in a directory: hide everything lower layers put there
 Inspect = Callable[[str, int], bool]
@@ -298,16 +300,13 @@ def tree_in_place(
     property, the file capabilities, hard links under their first name. `known` holds layers
     already read, by diff ID (content-addressed), so two images read in one run read the
     layers they share once."""
+    known = {} if known is None else known
     diff_ids = config.get("rootfs", {}).get("diff_ids", [])
     per_layer = []
-    for index, root in enumerate(layer_dirs):
-        diff_id = diff_ids[index] if index < len(diff_ids) else None
-        entries = known.get(diff_id) if known is not None and diff_id else None
-        if entries is None:
-            entries = list(_dir_entries(root))
-            if known is not None and diff_id:
-                known[diff_id] = entries
-        per_layer.append(entries)
+    for root, diff_id in zip(layer_dirs, diff_ids, strict=True):  # one directory per layer
+        if diff_id not in known:
+            known[diff_id] = list(_dir_entries(root))
+        per_layer.append(known[diff_id])
     none = [None] * len(layer_dirs)
     return ImageTree(config, _layer_infos(config, none, none), _stacked(per_layer))
 
@@ -401,7 +400,7 @@ def _dir_entries(root: Path) -> Iterator[tuple[str, Entry | None]]:
             yield path, None
             continue
         kind = "hardlink" if first else DIR_KINDS.get(stat.S_IFMT(info.st_mode), "other")
-        digest = _file_sha256(full) if kind == "file" else None
+        digest = sha256_file(full) if kind == "file" else None
         link = os.readlink(full) if kind == "symlink" else first
         yield (
             path,
@@ -418,14 +417,6 @@ def _dir_entries(root: Path) -> Iterator[tuple[str, Entry | None]]:
                 -1,
             ),
         )
-
-
-def _file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _xattrs(path: str) -> tuple[tuple[str, str], ...]:

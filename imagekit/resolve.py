@@ -9,7 +9,6 @@ the locked build's own cache), then pip resolves every pip stage at once with
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shlex
 import shutil
@@ -24,7 +23,7 @@ from imagekit.base import base_content_digest, ensure_base
 from imagekit.build import BuildInputs, check_inputs, context_options
 from imagekit.engine import Engine, Message, Reporter
 from imagekit.errors import BuildError, ImagekitError, LockError
-from imagekit.files import write_text_atomic
+from imagekit.files import sha256_file, write_text_atomic
 from imagekit.loader import load_recipe
 from imagekit.lockfile import (
     Lock,
@@ -257,9 +256,5 @@ def _wheelhouse_hashes(wheelhouse: Path | None, names: set[str]) -> dict[str, st
     hashes = {}
     for wheel in sorted(wheelhouse.glob("*")):
         if wheel.is_file() and wheel.name in names:
-            digest = hashlib.sha256()
-            with wheel.open("rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(chunk)
-            hashes[wheel.name] = digest.hexdigest()
+            hashes[wheel.name] = sha256_file(wheel)
     return hashes

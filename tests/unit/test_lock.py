@@ -411,3 +411,16 @@ def test_reproducibility_gaps_name_what_normalization_cannot_fix(tmp_path):
     ]
     locked = apply_lock(plan, sample_lock(plan))
     assert reproducibility_gaps(locked, BuildOptions(BuildInputs(ssh_keys=key_dir(tmp_path)))) == []
+
+
+def test_wheelhouse_files_are_hashed_by_name_and_only_those_asked_for(tmp_path):
+    import hashlib
+
+    from imagekit.resolve import _wheelhouse_hashes
+
+    big = b"w" * (3 << 20)  # more than one read chunk
+    (tmp_path / "torch-2.13.0-cp311-none-linux_x86_64.whl").write_bytes(big)
+    (tmp_path / "other-1.0-py3-none-any.whl").write_bytes(b"other")
+    hashes = _wheelhouse_hashes(tmp_path, {"torch-2.13.0-cp311-none-linux_x86_64.whl"})
+    assert hashes == {"torch-2.13.0-cp311-none-linux_x86_64.whl": hashlib.sha256(big).hexdigest()}
+    assert _wheelhouse_hashes(None, {"x.whl"}) == {}
