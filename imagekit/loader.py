@@ -30,8 +30,21 @@ class DuplicateKeyError(yaml.YAMLError):
     """YAML's last-one-wins would silently drop the first value of a repeated key."""
 
 
+class YamlFloat(float):
+    """A float read from a recipe, with the text it was written as: YAML reads an unquoted
+    3.10 as the number 3.1, and the fix to suggest is "3.10", not "3.1"."""
+
+    text: str
+
+
 class StrictLoader(SafeLoader):
-    """yaml.safe_load, but a key given twice in one mapping is an error naming both lines."""
+    """yaml.safe_load, but a key given twice in one mapping is an error naming both lines,
+    and floats remember how they were written (YamlFloat)."""
+
+    def construct_yaml_float(self, node):
+        value = YamlFloat(super().construct_yaml_float(node))
+        value.text = str(node.value)
+        return value
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -52,6 +65,9 @@ class StrictLoader(SafeLoader):
                     )
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+StrictLoader.add_constructor("tag:yaml.org,2002:float", StrictLoader.construct_yaml_float)
 
 
 def load_recipe(path: str | Path) -> LoadedRecipe:
@@ -144,9 +160,12 @@ def _describe(err: dict[str, Any]) -> str:
     value = err.get("input")
     if err["type"] == "string_type" and isinstance(value, int | float):
         # YAML reads 3.10 as the float 3.1: the most common recipe typo of all.
-        msg += f' (got number {value!r}; quote it in YAML: "{value}")'
+        written = getattr(value, "text", str(value))
+        read_as = f"YAML reads {written} as the number {value!r}" if written != repr(value) else ""
+        msg += f' ({read_as or f"got number {value!r}"}; quote it in YAML: "{written}")'
     elif err["type"].endswith("_type"):
-        msg += f" (got {type(value).__name__} {value!r})"
+        kind = "float" if isinstance(value, float) else type(value).__name__
+        msg += f" (got {kind} {value!r})"
     return f"{field}: {msg}"
 
 

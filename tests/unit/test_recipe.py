@@ -210,6 +210,28 @@ def test_bad_recipe_gets_one_clear_line(tmp_path, mutate, expected):
     assert all("\n" not in p and "Traceback" not in p for p in problems)
 
 
+@pytest.mark.parametrize(
+    "written,value",
+    [("3.10", "3.1"), ("3.20", "3.2"), ("3.1_0", "3.1")],  # 3.1_0: YAML 1.1 reads it as 3.1 too
+)
+def test_unquoted_version_hint_quotes_what_was_written(tmp_path, written, value):
+    """YAML reads an unquoted 3.10 as the number 3.1: the fix is "3.10", never "3.1"."""
+    text = (HERE / "minimal-cpu.yaml").read_text()
+    text = text.replace('python: {version: "3.11"}', f"python: {{version: {written}}}")
+    assert text != (HERE / "minimal-cpu.yaml").read_text()
+    [problem] = problems_of(write(tmp_path, text))
+    assert problem.endswith(
+        f"python.version: Input should be a valid string (YAML reads {written} as the number "
+        f'{value}; quote it in YAML: "{written}")'
+    ), problem
+
+
+def test_a_float_where_a_number_is_wanted_still_validates(tmp_path):
+    """Floats keep their text for messages, and are floats for the schema: 2222.0 is a port."""
+    text = (HERE / "minimal-cpu.yaml").read_text() + "ssh: {port: 2222.0}\n"
+    assert load_recipe(write(tmp_path, text)).recipe.ssh.port == 2222
+
+
 def test_there_are_at_least_twenty_distinct_bad_recipes():
     assert len({b[0] for b in BAD}) >= 20
 
