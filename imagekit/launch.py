@@ -481,7 +481,7 @@ def mpijob(
     """A kubeflow.org/v2beta1 MPIJob: launcher runs `launcher`, workers run sshd (W1-W4).
     A non-root `profile` gives K1's non-root form: runAsUser, the Secret at the user's
     ~/.ssh, workers' sshd started with its own config."""
-    _k8s_name(name)
+    _job_options(name, gpus_per_worker, shm_size)
     non_root = profile is not None and profile.non_root
     if non_root and profile.uid is None:
         raise UsageError(f"--profile {profile.name}: give the user's uid (uid:) for runAsUser")
@@ -553,7 +553,7 @@ def trainjob(
     runs `launcher` with it. The image is set on the launcher *and* the nodes (a runtime that
     leaves the nodes on its default image runs the job on the wrong one: trainer#4030); nodes
     run sshd as their command, never the training command, and the launcher waits for them."""
-    _k8s_name(name)
+    _job_options(name, gpus_per_worker, shm_size)
     non_root = profile is not None and profile.non_root
     if non_root and profile.uid is None:
         raise UsageError(f"--profile {profile.name}: give the user's uid (uid:) for runAsUser")
@@ -653,9 +653,18 @@ def _replicated_job(
     return {"name": name, "template": template}
 
 
-def _k8s_name(name: str) -> None:
+# A Kubernetes quantity as a memory size: 1Gi, 512Mi, 1G, 1.5Gi, 1073741824 (not 1GB, 1g).
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+
+
+def _job_options(name: str, gpus_per_worker: int, shm_size: str) -> None:
+    """What the API server would refuse at `kubectl apply`, refused here, naming the flag."""
     if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) or len(name) > 63:
         raise UsageError(f"--name {name}: not a Kubernetes name (lowercase, digits, '-')")
+    if gpus_per_worker < 0:
+        raise UsageError(f"--gpus-per-worker {gpus_per_worker}: must be 0 or more")
+    if not QUANTITY.match(shm_size):
+        raise UsageError(f"--shm-size {shm_size}: not a Kubernetes quantity (e.g. 1Gi, 512Mi)")
 
 
 # -- the commands' entry points (`imagekit mpirun`, `imagekit mpijob`) ---------------------------

@@ -261,6 +261,30 @@ def test_mpijob_follows_v2beta1_structure():
         mpijob("Bad_Name", "img", 1, 1, launcher)
 
 
+@pytest.mark.parametrize("render", ["mpijob", "trainjob"])
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"gpus_per_worker": -1}, "--gpus-per-worker -1: must be 0 or more"),
+        ({"shm_size": "1GB"}, "--shm-size 1GB: not a Kubernetes quantity (e.g. 1Gi, 512Mi)"),
+        ({"shm_size": "lots"}, "--shm-size lots: not a Kubernetes quantity"),
+    ],
+)
+def test_job_options_the_api_server_would_refuse(render, options, message):
+    launcher = recommend(LaunchRequest(2, 2, ("python3", "t.py"))).argv
+    with pytest.raises(UsageError) as info:
+        {"mpijob": mpijob, "trainjob": trainjob}[render]("e1", "img", 1, 1, launcher, **options)
+    assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize("size", ["1Gi", "512Mi", "2G", "1.5Gi", "1073741824"])
+def test_shm_size_takes_kubernetes_quantities(size):
+    launcher = recommend(LaunchRequest(2, 2, ("python3", "t.py"))).argv
+    job = mpijob("e1", "img", 1, 1, launcher, shm_size=size)
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert worker["volumes"][0]["emptyDir"]["sizeLimit"] == size
+
+
 def test_non_root_mpijob_is_k1s_example_form():
     from imagekit.profiles import builtin_profiles
 
