@@ -209,6 +209,10 @@ def declared_openmpi_major(config: dict) -> int:
     return int(major) if major.isdigit() else 4
 
 
+# A size as the engine client takes it (docker-py's parse_bytes): bytes, or a b/k/m/g unit.
+DOCKER_SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?([bkmgBKMG][bB]?)?$")
+
+
 def check_options(options: SmokeOptions) -> None:
     if not 1 <= options.workers <= 16:
         raise UsageError(f"--workers {options.workers}: must be 1..16")
@@ -218,6 +222,8 @@ def check_options(options: SmokeOptions) -> None:
         raise UsageError(f"--keys {options.keys}: must be mounted or image")
     if options.operator not in OPERATORS:
         raise UsageError(f"--operator {options.operator}: must be one of {', '.join(OPERATORS)}")
+    if not DOCKER_SIZE.match(options.shm_size):
+        raise UsageError(f"--shm-size {options.shm_size}: not a size like 1g, 512m or 1073741824")
     for source, _ in options.copies:
         if not source.exists():
             raise UsageError(f"--copy {source}: no such file or directory")

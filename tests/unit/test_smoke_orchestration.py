@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from imagekit.errors import EngineUnavailableError
+from imagekit.errors import EngineUnavailableError, UsageError
 from imagekit.launch import HOSTFILE, WORKER_COMMAND
 from imagekit.smoke import PROBE_PATH, SMOKE_LABEL, SmokeOptions, smoke
 
@@ -238,3 +238,24 @@ def test_env_reaches_every_container_and_the_ranks_and_gpus_the_workers():
     assert "-x DS_ACCELERATOR" in " ".join(result.command)
     assert all(box.kwargs["gpus"] == "all" for box in workers)
     assert "gpus" not in launcher.kwargs  # mpi-operator's launcher requests no GPU
+
+
+@pytest.mark.parametrize("size", ["lots", "1Gi", "1m512k"])
+def test_a_shm_size_the_engine_client_cannot_read_is_refused_before_anything_starts(size):
+    """docker-py would refuse it only when the first container is made (exit 4, after the key
+    pair and the network): now a usage error naming the flag, and nothing made."""
+    engine = FakeEngine()
+    with pytest.raises(UsageError, match=f"--shm-size {size}: not a size like 1g"):
+        run(engine, shm_size=size)
+    assert engine.containers == [] and engine.networks == []
+
+
+@pytest.mark.parametrize("size", ["1g", "512m", "2G", "1.5g", "1gb", "1073741824"])
+def test_shm_sizes_the_engine_client_reads_reach_every_container(size):
+    engine = FakeEngine()
+    started, start = [], engine.start_container
+    engine.start_container = lambda image, **kwargs: (
+        started.append(kwargs) or start(image, **kwargs)
+    )
+    assert run(engine, workers=1, slots=1, shm_size=size).passed
+    assert len(started) == 2 and {kwargs["shm_size"] for kwargs in started} == {size}
