@@ -15,8 +15,10 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from imagekit.aptauth import build_through_mirror, parse_mirror
+from imagekit.aptauth import display as display_url  # credentials masked
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.credentials import find as find_credentials
 from imagekit.credentials import secret_name
@@ -84,6 +86,15 @@ def check_inputs(inputs: BuildInputs) -> None:
             raise UsageError(f"--ca-bundle {ca}: not a PEM certificate bundle")
     if inputs.apt_mirror:
         parse_mirror(inputs.apt_mirror)
+    indexes = [("--index-url", inputs.index_url)] if inputs.index_url else []
+    indexes += [("--extra-index-url", url) for url in inputs.extra_index_urls]
+    for flag, url in indexes:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            # pip runs inside the build: a path or file:// URL of this machine is not there.
+            raise UsageError(
+                f"{flag} {display_url(url)}: not an http(s) URL (local wheels: --wheelhouse)"
+            )
     if inputs.wheelhouse is not None:
         wh = inputs.wheelhouse
         if not wh.is_dir():

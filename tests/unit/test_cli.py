@@ -138,6 +138,29 @@ def test_bad_build_inputs_are_rejected_before_building(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (["--index-url", "pypi.internal/simple"], "--index-url pypi.internal/simple: not an"),
+        (["--index-url", "file:///srv/simple"], "--index-url file:///srv/simple: not an http(s)"),
+        (
+            ["--extra-index-url", "https://pypi.org/simple", "--extra-index-url", "/srv/wheels"],
+            "--extra-index-url /srv/wheels: not an http(s) URL (local wheels: --wheelhouse)",
+        ),
+        (  # the token is not repeated
+            ["--index-url", "htps://__token__:s3cret@pypi.internal/simple"],
+            "--index-url htps://__token__:********@pypi.internal/simple: not an http(s) URL",
+        ),
+    ],
+)
+def test_a_pip_index_that_is_not_a_url_is_refused_before_building(capsys, flags, line):
+    """pip would fail on it inside the build, minutes in, with its own words."""
+    recipe = str(RECIPES / "deepspeed-cpu.yaml")
+    code, out, err = run(capsys, "build", recipe, "--dry-run", *flags)
+    assert code == 2 and out == ""
+    assert err.startswith(f"ERROR {line}") and "s3cret" not in err
+
+
+@pytest.mark.parametrize(
     "argv",
     [
         ["mpirun", "--workers", "2", "--slots", "2", "--", "python3", "train.py"],
