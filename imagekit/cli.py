@@ -290,6 +290,10 @@ def build(
     from imagekit.progress import reporter_for
 
     options = builder.BuildOptions(inputs=replace(inputs, ssh_keys=ssh_keys), **kw)
+    if sbom_path is not None and not dry_run:
+        from imagekit.files import check_writable
+
+        check_writable(sbom_path)  # before the build, not after it
     if dry_run:
         plan, dockerfile = builder.dry_run(recipe, options)
         echo_lines(display.plan_lines(plan))
@@ -775,6 +779,10 @@ def diff_cmd(image_a, image_b, no_files, strict, report_dir, fmt):
 
     if no_files and report_dir is not None:
         raise UsageError("--report-dir needs the file level: drop --no-files")
+    if report_dir is not None:
+        from imagekit.files import check_writable
+
+        check_writable(report_dir)
     a, b = resolve_target(image_a)[0], resolve_target(image_b)[0]
     with err.status(f"reading {escape(image_a)} and {escape(image_b)}"):
         result = diff_images(a, b, not no_files, strict, report_dir)

@@ -44,13 +44,21 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
     return path
 
 
-def blocked_by(path: Path) -> Path | None:
-    """The file standing where a directory above `path` must be, if any: a report or record
-    asked for under it cannot be written, and a command can say so before minutes of work."""
+def check_writable(path: Path) -> None:
+    """Raise OutputError now if `path` clearly cannot be written later: a file stands where a
+    directory above it must be, or the nearest existing directory above it is not this
+    user's to write in. A command checks its outputs so before minutes of work, not after."""
     for above in Path(path).absolute().parents:
-        if above.exists():
-            return None if above.is_dir() else above
-    return None
+        try:
+            if not above.exists():
+                continue
+        except OSError as exc:  # a directory above it this user cannot search
+            raise OutputError(f"cannot write {path}: {exc.strerror} ({above})") from None
+        if not above.is_dir():
+            raise OutputError(f"cannot write {path}: {above} is not a directory")
+        if not os.access(above, os.W_OK | os.X_OK):
+            raise OutputError(f"cannot write {path}: {above} is not writable")
+        return
 
 
 def write_json_atomic(path: Path, body: Any) -> Path:

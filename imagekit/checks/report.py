@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from imagekit.errors import OutputError, UsageError
-from imagekit.files import blocked_by, write_text_atomic
+from imagekit.errors import UsageError
+from imagekit.files import check_writable, write_text_atomic
 
 REPORT_SCHEMA = "imagekit.check-report/v1"
 FAILING = {"fail"}
@@ -112,9 +112,7 @@ SUFFIXES = {".json": "json", ".xml": "junit", ".md": "markdown", ".markdown": "m
 def report_format(path: Path, default: str | None) -> str:
     """`--format` when given, else the format the file's suffix names; checked before the
     check runs, with the report's directory (a file in its way fails now, not after it)."""
-    in_the_way = blocked_by(path)
-    if in_the_way is not None:
-        raise OutputError(f"cannot write {path}: {in_the_way} is not a directory")
+    check_writable(path)
     if default is not None:
         return default
     found = SUFFIXES.get(path.suffix.lower())

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -404,6 +406,41 @@ def test_a_report_under_a_file_fails_before_the_check_runs(capsys, monkeypatch, 
     code, _, err = run(capsys, "check", "some/image:1", "--report", str(report))
     assert code == 15, err
     assert err.strip() == f"ERROR cannot write {report}: {in_the_way} is not a directory"
+
+
+def test_a_build_sbom_or_diff_report_it_could_not_write_fails_before_any_work(
+    capsys, monkeypatch, tmp_path
+):
+    """`build --sbom` wrote its SBOM after the whole build, `diff --report-dir` after reading
+    both images: a path under a file failed only then. Now exit 15 first (no engine here:
+    work that had started would have ended with exit 4)."""
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    in_the_way = tmp_path / "afile"
+    in_the_way.write_text("")
+    sbom, report_dir = in_the_way / "sbom.json", in_the_way / "diff"
+    recipe = str(RECIPES / "deepspeed-cpu.yaml")
+    code, _, err = run(capsys, "build", recipe, "--sbom", str(sbom))
+    assert code == 15, err
+    assert err.strip() == f"ERROR cannot write {sbom}: {in_the_way} is not a directory"
+    code, _, err = run(capsys, "diff", "a/image:1", "b/image:1", "--report-dir", str(report_dir))
+    assert code == 15, err
+    assert err.strip() == f"ERROR cannot write {report_dir}: {in_the_way} is not a directory"
+
+
+def test_a_report_in_a_directory_the_user_cannot_write_fails_before_the_check(
+    capsys, monkeypatch, tmp_path
+):
+    """Root may write anywhere, so the directory's mode cannot show it under CI's root: the
+    user's lack of write access is what os.access answers, faked here for the one path."""
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != locked and real_access(p, mode))
+    report = locked / "reports" / "r.json"
+    code, _, err = run(capsys, "check", "some/image:1", "--report", str(report))
+    assert code == 15, err
+    assert err.strip() == f"ERROR cannot write {report}: {locked} is not writable"
 
 
 @pytest.mark.parametrize(
