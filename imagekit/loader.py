@@ -8,7 +8,6 @@ beyond reading the recipe files themselves.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 from dataclasses import dataclass
@@ -16,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from imagekit import compat, credentials
+from imagekit import compat, credentials, schema_errors
 from imagekit.datafiles import SafeLoader
 from imagekit.errors import RecipeError
 from imagekit.lockfile import locked_plan
@@ -145,51 +144,7 @@ def _validate(data: dict[str, Any], path: Path) -> Recipe:
     try:
         return Recipe.model_validate(data)
     except ValidationError as exc:
-        raise RecipeError([f"{path}: {_describe(err)}" for err in exc.errors()]) from None
-
-
-def _describe(err: dict[str, Any]) -> str:
-    loc = [str(part) for part in err["loc"]]
-    field = ".".join(loc) or "(top level)"
-    if err["type"] == "extra_forbidden":
-        return f"{field}: unknown key{_did_you_mean(loc)}"
-    if err["type"] == "missing":
-        return f"{field}: required field is missing"
-    msg = err["msg"]
-    msg = msg.removeprefix("Value error, ")
-    value = err.get("input")
-    if err["type"] == "string_type" and isinstance(value, int | float):
-        # YAML reads 3.10 as the float 3.1: the most common recipe typo of all.
-        written = getattr(value, "text", str(value))
-        read_as = f"YAML reads {written} as the number {value!r}" if written != repr(value) else ""
-        msg += f' ({read_as or f"got number {value!r}"}; quote it in YAML: "{written}")'
-    elif err["type"].endswith("_type"):
-        kind = "float" if isinstance(value, float) else type(value).__name__
-        msg += f" (got {kind} {value!r})"
-    return f"{field}: {msg}"
-
-
-def _did_you_mean(loc: list[str]) -> str:
-    """Suggest the nearest field name of the model that owns the unknown key."""
-    model: type[BaseModel] = Recipe
-    for part in loc[:-1]:
-        field = model.model_fields.get(part)
-        inner = _model_of(field.annotation) if field else None
-        if inner is None:
-            return ""
-        model = inner
-    matches = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1, cutoff=0.6)
-    return f" (did you mean {matches[0]!r}?)" if matches else ""
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
-        if found:
-            return found
-    return None
+        raise RecipeError([f"{path}: {p}" for p in schema_errors.problems(exc, Recipe)]) from None
 
 
 # -- what commands take: recipe files and RECIPE|IMAGE targets --------------------------------

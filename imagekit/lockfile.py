@@ -23,6 +23,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from imagekit import schema_errors
 from imagekit.errors import LockError
 from imagekit.plan import AptStage, Plan, make_plan
 from imagekit.recipe import LoadedRecipe
@@ -167,9 +168,7 @@ def read_lock(path: Path) -> Lock:
     try:
         return Lock.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise LockError(f"{path}: {field}: {err['msg']}") from None
+        raise LockError(f"{path}: {schema_errors.problems(exc, Lock)[0]}") from None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from imagekit import schema_errors
 from imagekit.datafiles import data_yaml
 from imagekit.errors import UsageError
 
@@ -118,6 +119,5 @@ def load_profile(name_or_path: str) -> Profile:
     except (yaml.YAMLError, TypeError) as exc:
         raise UsageError(f"--profile {path}: not a profile mapping: {exc}") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        raise UsageError(f"--profile {path}: {field}: {first['msg']}") from None
+        first = schema_errors.problems(exc, Profile)[0]
+        raise UsageError(f"--profile {path}: {first}") from None

@@ -65,6 +65,27 @@ def test_unknown_profile_suggests(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "body, message",
+    [
+        ("prot: 2222\n", "prot: unknown key (did you mean 'port'?)"),
+        (
+            "probes:\n- {id: a, title: t, exex: 'true'}\n",
+            "probes.0.exex: unknown key (did you mean",
+        ),
+        ("port: twenty\n", "port: Input should be a valid integer"),
+    ],
+)
+def test_a_profile_files_problem_reads_like_a_recipes(tmp_path, body, message):
+    """Profiles, recipes and locks share one wording: unknown keys get "did you mean" (the
+    profile said "Extra inputs are not permitted" and named no field to use instead)."""
+    custom = tmp_path / "mine.yaml"
+    custom.write_text(body)
+    with pytest.raises(UsageError) as info:
+        load_profile(str(custom))
+    assert str(info.value).startswith(f"--profile {custom}: {message}"), info.value
+
+
+@pytest.mark.parametrize(
     "probes, message",
     [
         ("- {id: a, title: t}", "exactly one of exec or tcp"),

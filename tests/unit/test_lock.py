@@ -326,7 +326,7 @@ def test_build_locked_without_lock_is_one_line_exit_14(capsys, tmp_path):
         ("lock_version: 1\nrecipe: [\n", "not valid YAML (line 3)"),
         ("- a\n", "not an imagekit lock file (expected a mapping)"),
         ("lock_version: 7\n", "lock_version 7 is not 1; run `imagekit lock --upgrade`"),
-        (None, "apt.system.bash: Input should be a valid string"),
+        (None, "apt.system.bash: Input should be a valid string (got list [1])"),
     ],
 )
 def test_malformed_lock_names_file_and_field(capsys, tmp_path, content, message):

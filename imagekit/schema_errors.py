@@ -1,0 +1,60 @@
+"""pydantic's validation errors as imagekit's one-line problems (`field.path: what is wrong`),
+with "did you mean" for an unknown key: one wording for recipes, profiles and lock files."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+
+def problems(exc: ValidationError, model: type[BaseModel]) -> list[str]:
+    """One line per error of `exc`, raised validating `model`."""
+    return [describe(err, model) for err in exc.errors()]
+
+
+def describe(err: dict[str, Any], model: type[BaseModel]) -> str:
+    loc = [str(part) for part in err["loc"]]
+    field = ".".join(loc) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        return f"{field}: unknown key{_did_you_mean(loc, model)}"
+    if err["type"] == "missing":
+        return f"{field}: required field is missing"
+    msg = err["msg"]
+    msg = msg.removeprefix("Value error, ")
+    value = err.get("input")
+    if err["type"] == "string_type" and isinstance(value, int | float):
+        # YAML reads 3.10 as the float 3.1: the most common recipe typo of all. A recipe's
+        # floats remember how they were written (loader.YamlFloat); others show their value.
+        written = getattr(value, "text", str(value))
+        read_as = f"YAML reads {written} as the number {value!r}" if written != repr(value) else ""
+        msg += f' ({read_as or f"got number {value!r}"}; quote it in YAML: "{written}")'
+    elif err["type"].endswith("_type"):
+        kind = "float" if isinstance(value, float) else type(value).__name__
+        msg += f" (got {kind} {value!r})"
+    return f"{field}: {msg}"
+
+
+def _did_you_mean(loc: list[str], model: type[BaseModel]) -> str:
+    """Suggest the nearest field name of the model that owns the unknown key."""
+    for part in loc[:-1]:
+        if part.isdigit():  # an item of a list of models: the same model
+            continue
+        field = model.model_fields.get(part)
+        inner = _model_of(field.annotation) if field else None
+        if inner is None:
+            return ""
+        model = inner
+    matches = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1, cutoff=0.6)
+    return f" (did you mean {matches[0]!r}?)" if matches else ""
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found:
+            return found
+    return None
