@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from imagekit import schema_errors
-from imagekit.datafiles import data_yaml
+from imagekit.datafiles import DuplicateKeyError, StrictLoader, data_yaml
 from imagekit.errors import UsageError
 
 
@@ -112,10 +112,12 @@ def load_profile(name_or_path: str) -> Profile:
             f"built in: {', '.join(profiles)}, or a .yaml file"
         )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictLoader) or {}  # noqa: S506
         return Profile(name=data.pop("name", path.stem), **data)
     except FileNotFoundError:
         raise UsageError(f"--profile {path}: no such file") from None
+    except DuplicateKeyError as exc:
+        raise UsageError(f"--profile {path}: {exc}") from None
     except (yaml.YAMLError, TypeError) as exc:
         raise UsageError(f"--profile {path}: not a profile mapping: {exc}") from None
     except ValidationError as exc:

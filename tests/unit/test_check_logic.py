@@ -73,6 +73,10 @@ def test_unknown_profile_suggests(tmp_path):
             "probes.0.exex: unknown key (did you mean",
         ),
         ("port: twenty\n", "port: Input should be a valid integer"),
+        (
+            "port: 2222\nuser: mpiuser\nport: 22\n",
+            "line 3: key 'port' given twice (first on line 1); YAML would silently keep only",
+        ),
     ],
 )
 def test_a_profile_files_problem_reads_like_a_recipes(tmp_path, body, message):
