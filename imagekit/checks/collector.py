@@ -101,7 +101,9 @@ class _Collector:
             title=meta["title"],
             status=status,
             evidence=evidence,
-            fix=meta.get("fix", "") if status == "fail" else "",
+            fix=(getattr(excinfo and excinfo.value, "fix", "") or meta.get("fix", ""))
+            if status == "fail"
+            else "",
             seconds=round(rep.duration, 3),
             order=position,
         )

@@ -3,6 +3,7 @@ how they fail: plain helpers, importable by every check file in suite/."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,35 @@ SSH_OPTS = (
     # Isolate authentication from R9 (host-key prompts have their own check).
     "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
 )
+
+
+class FailedWithFix(pytest.fail.Exception):
+    """A check failed in a way its usual fix does not mend (a tool missing, not misset)."""
+
+    def __init__(self, evidence: str, fix: str) -> None:
+        super().__init__(evidence, pytrace=False)
+        self.fix = fix
+
+
+def fail(evidence: str, fix: str) -> None:
+    """Fail the check with `evidence`, and `fix` in place of the check's usual one."""
+    raise FailedWithFix(evidence, fix)
+
+
+# Without its launch agent (ssh), Open MPI refuses to start at all, even for ranks on its own
+# host: "The value of the MCA parameter plm_rsh_agent (Open MPI 5: plm_ssh_agent) was set to a
+# path that could not be found". The fix is the ssh client, not the check's usual one.
+SSH_CLIENT_FIX = (
+    "install openssh-client: mpirun starts ranks through ssh, and will not start without it"
+)
+NO_LAUNCH_AGENT = re.compile(r"plm_(rsh|ssh)_agent")
+
+
+def expect_mpirun(condition: object, evidence: str) -> None:
+    """`expect` for an mpirun run: a missing ssh client gets its own fix."""
+    if not condition and NO_LAUNCH_AGENT.search(evidence):
+        fail(evidence, SSH_CLIENT_FIX)
+    expect(condition, evidence)
 
 
 def expect(condition: object, evidence: str) -> None:

@@ -137,6 +137,12 @@ def test_broken_image_fails_exactly_its_check(engine, mini, tmp_path, name):
     for result in report["results"]:
         if result["status"] == "fail":
             assert result["evidence"] and result["fix"], result
+    if name == "no-ssh-client":  # the ssh client's fix, not R8's or R9's usual ones
+        for result in report["results"]:
+            if result["status"] == "fail":
+                assert result["fix"].startswith("install openssh-client"), result
+            if result["id"].startswith("ssh-login") or result["id"] == "remote-environment":
+                assert result["status"] == "skip" and "no ssh client" in result["evidence"]
     assert f"ERROR {ref}: failed" in output
     leftovers = [
         c

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from imagekit.checks import check
-from imagekit.checks.facts import bash_path, both_mpiruns, expect, has
+from imagekit.checks.facts import bash_path, both_mpiruns, expect, expect_mpirun, has
 
 # -- R1, R11, R2 --------------------------------------------------------------------------
 
@@ -80,9 +80,9 @@ def check_mpirun_as_root(ctx, host, note):
     _need_mpirun(ctx, host)
     bare, flagged = both_mpiruns(host)
     if ctx.profile.run_as_root == "env":
-        expect(bare[0] == 0, f"mpirun -np 1 true: {bare[1][:300]}")
+        expect_mpirun(bare[0] == 0, f"mpirun -np 1 true: {bare[1][:300]}")
     else:
-        expect(flagged[0] == 0, f"mpirun --allow-run-as-root -np 1 true: {flagged[1][:300]}")
+        expect_mpirun(flagged[0] == 0, f"mpirun --allow-run-as-root -np 1 true: {flagged[1][:300]}")
         if bare[0] != 0:
             note("warn", "bare mpirun aborts as root: every launch needs --allow-run-as-root")
 
@@ -102,7 +102,7 @@ def check_mpirun_two_ranks(ctx, user_host, note):
     )
     result = host.run(cmd, prints=True)
     ranks = sorted(re.findall(r"rank=(\d) size=2", result.stdout))
-    expect(
+    expect_mpirun(
         result.rc == 0 and ranks == ["0", "1"],
         (f"{cmd}: rc {result.rc}: {(result.stderr or result.stdout).strip()[:300]}"),
     )

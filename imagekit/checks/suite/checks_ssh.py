@@ -6,8 +6,10 @@ import pytest
 
 from imagekit.checks import check
 from imagekit.checks.facts import (
+    SSH_CLIENT_FIX,
     SSH_OPTS,
     expect,
+    fail,
     has,
     image_private_keys,
     mounted_session,
@@ -161,7 +163,10 @@ def check_sshd_port(ctx, user_host, effective_sshd):
 )
 def check_host_key_prompt(ctx, user_host, note):
     if not has(ctx, user_host, "ssh"):
-        pytest.fail("no ssh client (openssh-client): mpirun cannot reach workers")
+        fail(
+            "no ssh client (openssh-client): mpirun cannot reach workers",
+            fix=SSH_CLIENT_FIX,
+        )
     settings = ssh_client_settings(user_host)
     strict = settings.get("stricthostkeychecking", "ask")
     known = settings.get("userknownhostsfile", "~/.ssh/known_hosts")
@@ -178,6 +183,11 @@ def check_host_key_prompt(ctx, user_host, note):
 
 
 # -- R3, R7: real logins ---------------------------------------------------------------------
+
+
+def _need_ssh_client(ctx, host) -> None:
+    if not has(ctx, host, "ssh"):
+        pytest.skip("no ssh client to log in with (see no-host-key-prompt)")
 
 
 def _login(host, port: int, user: str = "root") -> tuple[bool, str]:
@@ -204,6 +214,7 @@ def check_login_image_key(ctx, host, sshd, note):
         pytest.fail(f"no private key in {ctx.profile.key_dir}, and the profile needs one there")
     if not sshd.running:
         pytest.skip("sshd is not running (see sshd-start)")
+    _need_ssh_client(ctx, host)
     ok, detail = _login(sshd.host or host, sshd.port, ctx.profile.user)
     expect(ok, f"ssh {ctx.profile.user}@localhost with {keys[0]}: {detail}")
     note("warn", f"{keys[0]} is baked into the image: anyone with the image can log in")
@@ -221,6 +232,7 @@ def check_login_mounted_key(ctx, host, sshd, effective_sshd):
         pytest.skip(f"profile {ctx.profile.name} does not mount keys")
     if not sshd.running:
         pytest.skip("sshd is not running (see sshd-start)")
+    _need_ssh_client(ctx, host)
     started, result = mounted_session(ctx, host, sshd, effective_sshd)
     expect(started.running, f"with keys mounted: {started.evidence}")
     ok = result.rc == 0 and "imagekit-login-ok" in result.stdout
@@ -249,6 +261,7 @@ def _image_env(ctx, name: str) -> str:
 def check_remote_environment(ctx, host, sshd, effective_sshd):
     if not sshd.running:
         pytest.skip("sshd is not running (see sshd-start)")
+    _need_ssh_client(ctx, host)
     daemon = next((d for d in ("orted", "prted") if has(ctx, host, d)), None)
     if daemon is None:
         pytest.skip("neither orted (Open MPI 4) nor prted (Open MPI 5) under the image's ENV")
