@@ -24,6 +24,7 @@ from ..conftest import RECIPES, ROOT
 CPU_RECIPE = RECIPES / "deepspeed-cpu.yaml"
 OMPI5_RECIPE = RECIPES / "deepspeed-cpu-ompi5.yaml"
 NONROOT_RECIPE = RECIPES / "deepspeed-cpu-nonroot.yaml"
+OMPI5_NONROOT_RECIPE = RECIPES / "deepspeed-cpu-ompi5-nonroot.yaml"
 
 
 def pytest_collection_modifyitems(items):
@@ -51,13 +52,14 @@ SESSION_IMAGES = {"imagekit-test/mini:latest", "imagekit-test/apt:latest"}
 
 def _kept_refs() -> set[str]:
     plans = [
-        make_plan(load_recipe(recipe)) for recipe in (CPU_RECIPE, OMPI5_RECIPE, NONROOT_RECIPE)
+        make_plan(load_recipe(recipe))
+        for recipe in (CPU_RECIPE, OMPI5_RECIPE, NONROOT_RECIPE, OMPI5_NONROOT_RECIPE)
     ]
     return SESSION_IMAGES | {tag for plan in plans for tag in plan.tags}
 
 
 # Session fixtures whose builds other modules reuse as cache.
-SESSION_BUILDS = ("cpu_image", "nonroot_image", "ompi5_image", "mini")
+SESSION_BUILDS = ("cpu_image", "nonroot_image", "ompi5_image", "ompi5_nonroot_image", "mini")
 
 
 @pytest.fixture(scope="session")
@@ -180,6 +182,13 @@ def nonroot_image(engine, cpu_image) -> BuiltImage:
     """recipes/deepspeed-cpu-nonroot.yaml: deepspeed-cpu's layers plus the MPI user's (K1);
     built after the CPU image, whose cache it shares."""
     return build_for_real(engine, NONROOT_RECIPE)
+
+
+@pytest.fixture(scope="session")
+def ompi5_nonroot_image(engine, ompi5_image) -> BuiltImage:
+    """recipes/deepspeed-cpu-ompi5-nonroot.yaml: deepspeed-cpu-ompi5's layers plus the MPI
+    user's (K1 with Open MPI 5); built after the Open MPI 5 image, whose cache it shares."""
+    return build_for_real(engine, OMPI5_NONROOT_RECIPE)
 
 
 def slow_profile(tmp_path: Path) -> Path:
