@@ -70,6 +70,36 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class MpiUser:
+    """K1: the non-root user a profile runs sshd and mpirun as, and what adapt gives it."""
+
+    name: str
+    uid: int
+    port: int
+    # The image's ENV names a session of this user's sshd must see: it runs without PAM, so
+    # SetEnv in its sshd_config carries them (pam_env's /etc/environment does for root).
+    session_env: tuple[str, ...] = ()
+
+    @property
+    def home(self) -> str:
+        return f"/home/{self.name}"
+
+    # For templates/user-sshd_config.j2, which recipes render from their plan.
+    @property
+    def ssh_user(self) -> str:
+        return self.name
+
+    @property
+    def ssh_port(self) -> int:
+        return self.port
+
+
+# ENV names a non-root session needs from the image, when the image sets them.
+SESSION_ENV_NAMES = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "PYTHONPATH", "TORCH_EXTENSIONS_DIR")
+SESSION_ENV_PREFIXES = ("OMPI_", "PRTE_", "NCCL_")
+
+
+@dataclass(frozen=True)
 class AdaptPlan:
     image: str
     profile: str
@@ -91,6 +121,8 @@ class AdaptPlan:
     switch_to_root: bool = False
     original_user: str = ""
     run_as_root_env: bool = False
+    user: MpiUser | None = None  # K1: a non-root profile's user, made by adapt.sh
+    final_user: str = ""  # the image's USER at the end (a non-root profile's user)
     labels: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -122,10 +154,7 @@ def plan_adapt(
     """Pure: the fixes `profile` needs that `facts` shows missing, in the order they run."""
     check_distro(image, facts)
     if profile.non_root:
-        raise UsageError(
-            f"--profile {profile.name}: runs sshd as {profile.user}; adapt makes images for "
-            "root-run MPIJobs only (non-root layers are not written yet)"
-        )
+        _check_non_root_profile(profile)
     port = port or profile.port
     fixes: list[Fix] = []
     packages: list[str] = []
@@ -150,26 +179,40 @@ def plan_adapt(
     if facts.get("file./bin/bash") != "yes":
         need_package("bash", "R11", "mpirun ... bash run.sh")
 
-    sshd_settings = not facts.sshd or _sshd_wrong(facts, port)
+    # Root's sshd (its settings, PAM, /run/sshd, host keys, pam_env's environment) is what a
+    # root-run MPIJob starts; a non-root profile's user runs its own sshd instead (below).
+    root_sshd = not profile.non_root
+    sshd_settings = root_sshd and (not facts.sshd or _sshd_wrong(facts, port))
     if sshd_settings:
         fixes.append(Fix("R3 R5 R10", f"sshd settings first in sshd_config (port {port})"))
     ssh_settings = not facts.has("ssh") or _ssh_wrong(facts, port)
     if ssh_settings:
         fixes.append(Fix("R9 R10", f"ssh client settings first in ssh_config (port {port})"))
     # openssh-server installed here arrives with pam_loginuid required (Debian's default).
-    pam_loginuid = not facts.sshd or facts.get("pam_loginuid") == "required"
+    pam_loginuid = root_sshd and (not facts.sshd or facts.get("pam_loginuid") == "required")
     if pam_loginuid:
         fixes.append(Fix("R3", "pam_loginuid optional in /etc/pam.d/sshd (containers)"))
-    run_sshd = facts.get("run_sshd") != "root 755"
+    run_sshd = root_sshd and facts.get("run_sshd") != "root 755"
     if run_sshd:
         fixes.append(Fix("R6", "/run/sshd, root, 0755"))
-    host_keys = not facts.sshd or int(facts.get("host_keys") or 0) == 0
+    host_keys = root_sshd and (not facts.sshd or int(facts.get("host_keys") or 0) == 0)
     if host_keys:
         fixes.append(Fix("R4", "host keys (ssh-keygen -A), so `sshd -De` starts as is"))
-    session_env = _session_env(facts)
+    session_env = _session_env(facts) if root_sshd else ()
     if session_env:
         names = " and ".join(session_env)
         fixes.append(Fix("K4", f"{names} of the image's ENV in /etc/environment (ssh sessions)"))
+    user = None
+    ready = facts.user == profile.user and facts.get(f"file.{profile.sshd_config}") == "yes"
+    if profile.non_root and not ready:
+        user = MpiUser(profile.user, profile.uid, port, _user_session_env(facts))
+        fixes.append(
+            Fix(
+                "K1 K4",
+                f"user {user.name} (uid {user.uid}) with its own sshd_config (port {port}, the "
+                f"mounted key as host key, SetEnv {' '.join(user.session_env) or 'nothing'})",
+            )
+        )
 
     mca_file, mca_defaults = _launch_defaults(facts)
     if mca_defaults:
@@ -177,10 +220,17 @@ def plan_adapt(
         fixes.append(Fix("L4-L10", f"Open MPI launch defaults in {mca_file}: {names}"))
 
     original_user = facts.user
-    switch_to_root = original_user not in ROOT_USERS
-    if switch_to_root:
-        fixes.append(Fix("R1", f"USER root (was {original_user})", in_script=False))
-    run_as_root_env = profile.run_as_root == "env" and not all(
+    if profile.non_root:  # root only while adapt.sh runs; the image ends as the user
+        switch_to_root = original_user not in ROOT_USERS and any(f.in_script for f in fixes)
+        final_user = profile.user
+        if original_user != profile.user:
+            fixes.append(Fix("K1", f"USER {profile.user} (was {original_user or 'root'})", False))
+    else:
+        switch_to_root = original_user not in ROOT_USERS
+        final_user = ""
+        if switch_to_root:
+            fixes.append(Fix("R1", f"USER root (was {original_user})", in_script=False))
+    run_as_root_env = not profile.non_root and profile.run_as_root == "env" and not all(
         facts.env.get(name) == "1"
         for name in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
     )
@@ -206,6 +256,8 @@ def plan_adapt(
             labels[f"{LABEL}.ssh.host-keys"] = "build"
         if facts.labels.get(f"{LABEL}.ssh.port", "22") != str(port):
             labels[f"{LABEL}.ssh.port"] = str(port)  # where `imagekit smoke` finds the port
+        if user is not None:
+            labels[f"{LABEL}.ssh.user"] = user.name
     return AdaptPlan(
         image=image,
         profile=profile.name,
@@ -225,8 +277,34 @@ def plan_adapt(
         switch_to_root=switch_to_root,
         original_user=original_user,
         run_as_root_env=run_as_root_env,
+        user=user,
+        final_user=final_user,
         labels=labels,
     )
+
+
+def _check_non_root_profile(profile: Profile) -> None:
+    """adapt writes K1's layout: the user's home, keys and sshd_config where mpi-operator's
+    non-root examples keep them (/home/USER, ~/.ssh, ~/.sshd_config), and a uid to give it."""
+    if profile.uid is None:
+        raise UsageError(f"--profile {profile.name}: give the user's uid (uid:) to create it")
+    home = f"/home/{profile.user}"
+    if profile.key_dir != f"{home}/.ssh" or profile.sshd_config != f"{home}/.sshd_config":
+        raise UsageError(
+            f"--profile {profile.name}: adapt writes the user's keys and sshd_config under "
+            f"{home} (ssh_dir: {home}/.ssh, sshd_config: {home}/.sshd_config)"
+        )
+
+
+def _user_session_env(facts: ImageFacts) -> tuple[str, ...]:
+    """The image's ENV names a non-root sshd's sessions get through SetEnv (K4); PATH always
+    (an image may leave it to the engine's default, which ssh sessions do not get)."""
+    found = {
+        name
+        for name in facts.env
+        if name in SESSION_ENV_NAMES or name.startswith(SESSION_ENV_PREFIXES)
+    }
+    return tuple(sorted(found | {"PATH"}))
 
 
 def _sshd_wrong(facts: ImageFacts, port: int) -> bool:
@@ -300,6 +378,10 @@ def render_adapt(plan: AdaptPlan) -> Context:
         files["imagekit-adapt/ssh_config.head"] = env.get_template(
             "adapt/ssh_config.head.j2"
         ).render(values)
+    if plan.user is not None:  # the same sshd_config a recipe's non-root image gets
+        files["imagekit-adapt/user-sshd_config"] = template_environment().get_template(
+            "user-sshd_config.j2"
+        ).render({"plan": plan.user})
     return Context(files)
 
 

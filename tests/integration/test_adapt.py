@@ -13,7 +13,7 @@ from imagekit.loader import load_recipe
 from imagekit.plan import make_plan
 
 from .authmirror import AuthMirror, leaks
-from .conftest import CPU_RECIPE, imagekit
+from .conftest import CPU_RECIPE, imagekit, marked
 from .images import KUBEFLOW, build
 
 # Open MPI and Python from apt, no ssh at all: what many training images look like.
@@ -141,6 +141,33 @@ def test_an_mpi_operator_image_adapts_to_its_own_profile_on_2222(engine, sources
     assert engine.inspect_image(tag)["Config"]["Labels"]["io.imagekit.ssh.port"] == "2222"
     smoke = imagekit("smoke", tag, "--workers", "2", "--slots", "1", timeout=600)
     assert smoke.returncode == 0, (smoke.stdout + smoke.stderr)[-4000:]
+
+
+NONROOT = "kubeflow-mpi-operator-v2-nonroot"
+
+
+@pytest.mark.parametrize("name", ["plain", "non-root"])
+def test_adapted_for_a_non_root_profile_runs_a_2x2_mpijob_as_that_user(
+    engine, sources, name, tmp_path
+):
+    """K1: adapt makes mpiuser (or keeps the image's own), its sshd_config and USER mpiuser;
+    the result passes the non-root profile's check and a 2x2 smoke run as uid 1000."""
+    tag = f"imagekit-test/adapted-{name}-nonroot:1"
+    report = tmp_path / "check.json"
+    result = adapt(sources[name], "--profile", NONROOT, "--tag", tag, "--report", str(report))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "user mpiuser (uid 1000) with its own sshd_config (port 2222" in output, output[-3000:]
+    assert passed_checks(report) == (True, set()), output[-4000:]
+    config = engine.inspect_image(tag)["Config"]
+    assert config["User"] == "mpiuser" and config["Labels"]["io.imagekit.ssh.port"] == "2222"
+    smoke = imagekit(
+        "smoke", tag, "--profile", NONROOT, "--workers", "2", "--slots", "2", timeout=600
+    )
+    output = smoke.stdout + smoke.stderr
+    assert smoke.returncode == 0, output[-4000:]
+    records = marked(output, "IMAGEKIT_PROBE")
+    assert len(records) == 4 and {r["uid"] for r in records} == {1000}, output[-3000:]
 
 
 @pytest.mark.parametrize(

