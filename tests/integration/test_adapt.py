@@ -170,6 +170,21 @@ def test_adapted_for_a_non_root_profile_runs_a_2x2_mpijob_as_that_user(
     assert len(records) == 4 and {r["uid"] for r in records} == {1000}, output[-3000:]
 
 
+def test_a_uid_another_user_holds_ends_the_build_in_one_line(engine, sources, tmp_path):
+    """The image's mpiuser has uid 1000; a profile wanting `trainer` with 1000 cannot have it."""
+    profile = tmp_path / "trainer.yaml"
+    profile.write_text(
+        "user: trainer\nuid: 1000\nport: 2222\nuser_keys: [mounted]\n"
+        "ssh_dir: /home/trainer/.ssh\nsshd_config: /home/trainer/.sshd_config\n"
+    )
+    tag = "imagekit-test/adapted-uid-taken:1"
+    result = adapt(sources["non-root"], "--profile", str(profile), "--tag", tag)
+    output = result.stdout + result.stderr
+    assert result.returncode == 5, output[-3000:]
+    assert "imagekit adapt: uid 1000 belongs to mpiuser, not trainer" in output, output[-3000:]
+    assert not engine.image_exists(tag)
+
+
 @pytest.mark.parametrize(
     "args, code, line",
     [
