@@ -230,9 +230,13 @@ def plan_adapt(
         final_user = ""
         if switch_to_root:
             fixes.append(Fix("R1", f"USER root (was {original_user})", in_script=False))
-    run_as_root_env = not profile.non_root and profile.run_as_root == "env" and not all(
-        facts.env.get(name) == "1"
-        for name in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
+    run_as_root_env = (
+        not profile.non_root
+        and profile.run_as_root == "env"
+        and not all(
+            facts.env.get(name) == "1"
+            for name in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
+        )
     )
     if run_as_root_env:
         fixes.append(Fix("R8", "ENV OMPI_ALLOW_RUN_AS_ROOT=1 ..._CONFIRM=1", in_script=False))
@@ -379,9 +383,9 @@ def render_adapt(plan: AdaptPlan) -> Context:
             "adapt/ssh_config.head.j2"
         ).render(values)
     if plan.user is not None:  # the same sshd_config a recipe's non-root image gets
-        files["imagekit-adapt/user-sshd_config"] = template_environment().get_template(
-            "user-sshd_config.j2"
-        ).render({"plan": plan.user})
+        files["imagekit-adapt/user-sshd_config"] = (
+            template_environment().get_template("user-sshd_config.j2").render({"plan": plan.user})
+        )
     return Context(files)
 
 
