@@ -202,10 +202,18 @@ def test_default_tag(image, tag):
     assert default_tag(image, "seed") == tag
 
 
-def test_golden_adapt_render():
-    """The plain-Debian adapt context, exactly. IMAGEKIT_UPDATE_GOLDENS=1 rewrites it."""
-    ctx = render_adapt(plan(PLAIN))
-    golden = GOLDEN / "adapt-plain-debian"
+@pytest.mark.parametrize(
+    "profile, golden_name",
+    [
+        ("seed", "adapt-plain-debian"),
+        ("kubeflow-mpi-operator-v2-nonroot", "adapt-plain-debian-nonroot"),
+    ],
+)
+def test_golden_adapt_render(profile, golden_name):
+    """The plain-Debian adapt context, exactly, for root and for a non-root profile.
+    IMAGEKIT_UPDATE_GOLDENS=1 rewrites them."""
+    ctx = render_adapt(plan(PLAIN, builtin_profiles()[profile]))
+    golden = GOLDEN / golden_name
     if os.environ.get("IMAGEKIT_UPDATE_GOLDENS") == "1":
         shutil.rmtree(golden, ignore_errors=True)
         write_context(ctx, golden)
