@@ -443,6 +443,27 @@ def test_a_report_in_a_directory_the_user_cannot_write_fails_before_the_check(
     assert err.strip() == f"ERROR cannot write {report}: {locked} is not writable"
 
 
+def test_a_report_under_a_directory_the_user_cannot_search_is_one_line(
+    capsys, monkeypatch, tmp_path
+):
+    """stat() of a path under a directory without search permission fails with EACCES: that
+    was a traceback; now exit 15 naming the path. (Root searches anything: faked here.)"""
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    hidden = tmp_path / "hidden"
+    real_exists = Path.exists
+
+    def exists(self, *args, **kwargs):
+        if self.parent == hidden:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_exists(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "exists", exists)
+    report = hidden / "reports" / "r.json"
+    code, _, err = run(capsys, "check", "some/image:1", "--report", str(report))
+    assert code == 15, err
+    assert err.strip() == f"ERROR cannot write {report}: Permission denied ({hidden / 'reports'})"
+
+
 @pytest.mark.parametrize(
     "args, wrong, hint",
     [
