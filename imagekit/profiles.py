@@ -121,5 +121,5 @@ def load_profile(name_or_path: str) -> Profile:
     except (yaml.YAMLError, TypeError) as exc:
         raise UsageError(f"--profile {path}: not a profile mapping: {exc}") from None
     except ValidationError as exc:
-        first = schema_errors.problems(exc, Profile)[0]
-        raise UsageError(f"--profile {path}: {first}") from None
+        problems = schema_errors.problems(exc, Profile)
+        raise UsageError(f"--profile {path}: {schema_errors.one_line(problems)}") from None

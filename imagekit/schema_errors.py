@@ -14,6 +14,12 @@ def problems(exc: ValidationError, model: type[BaseModel]) -> list[str]:
     return [describe(err, model) for err in exc.errors()]
 
 
+def one_line(problems: list[str], shown: int = 3) -> str:
+    """Problems joined for a one-line error: the first `shown`, then how many more."""
+    line = "; ".join(problems[:shown])
+    return line + (f" (and {len(problems) - shown} more)" if len(problems) > shown else "")
+
+
 def describe(err: dict[str, Any], model: type[BaseModel]) -> str:
     loc = [str(part) for part in err["loc"]]
     field = ".".join(loc) or "(top level)"

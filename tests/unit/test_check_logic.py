@@ -89,6 +89,18 @@ def test_a_profile_files_problem_reads_like_a_recipes(tmp_path, body, message):
     assert str(info.value).startswith(f"--profile {custom}: {message}"), info.value
 
 
+def test_every_problem_of_a_profile_is_named_on_its_one_line(tmp_path):
+    custom = tmp_path / "mine.yaml"
+    custom.write_text("prot: 2222\nuser_keys: [baked]\nrun_as_root: always\nuid: -1\nx: 1\n")
+    with pytest.raises(UsageError) as info:
+        load_profile(str(custom))
+    line = str(info.value)
+    assert "\n" not in line and line.startswith(f"--profile {custom}: ")
+    for field in ("user_keys.0: ", "run_as_root: ", "uid: "):
+        assert field in line, line
+    assert line.endswith("(and 2 more)"), line
+
+
 @pytest.mark.parametrize(
     "probes, message",
     [
