@@ -70,6 +70,21 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class McaFile:
+    """Launch defaults one of Open MPI's parameter files lacks (L4-L10; K3 for PRRTE's)."""
+
+    path: str
+    settings: tuple[tuple[str, str], ...]
+    # Keys whose value in the image is replaced rather than kept: the line goes first.
+    replaced: tuple[str, ...] = ()
+    requirement: str = "L4-L10"
+
+    @property
+    def runtime(self) -> str:
+        return "PRRTE" if self.path.endswith("prte-mca-params.conf") else "Open MPI"
+
+
+@dataclass(frozen=True)
 class MpiUser:
     """K1: the non-root user a profile runs sshd and mpirun as, and what adapt gives it."""
 
@@ -116,8 +131,8 @@ class AdaptPlan:
     run_sshd: bool = False
     host_keys: bool = False
     session_env: tuple[str, ...] = ()
-    mca_file: str = ""  # L4-L10: where the launch defaults go (Open MPI 4)
-    mca_defaults: tuple[tuple[str, str], ...] = ()
+    mca_files: tuple[McaFile, ...] = ()  # L4-L10, K3: Open MPI's (and PRRTE's) launch defaults
+    hostfile_placeholder: str = ""  # K3: the default hostfile PRRTE now reads, when missing
     switch_to_root: bool = False
     original_user: str = ""
     run_as_root_env: bool = False
@@ -214,10 +229,18 @@ def plan_adapt(
             )
         )
 
-    mca_file, mca_defaults = _launch_defaults(facts)
-    if mca_defaults:
-        names = ", ".join(f"{k} {v}" for k, v in mca_defaults)
-        fixes.append(Fix("L4-L10", f"Open MPI launch defaults in {mca_file}: {names}"))
+    mca_files = _launch_defaults(facts)
+    for mca in mca_files:
+        fixes.append(Fix(mca.requirement, _describe_mca(mca, facts)))
+    hostfile_placeholder = _hostfile_placeholder(mca_files, facts)
+    if hostfile_placeholder:
+        fixes.append(
+            Fix(
+                "K3",
+                f"{hostfile_placeholder} placeholder with no hosts, so mpirun outside an MPIJob "
+                "runs locally (the operator mounts the real one over it)",
+            )
+        )
 
     original_user = facts.user
     if profile.non_root:  # root only while adapt.sh runs; the image ends as the user
@@ -276,8 +299,8 @@ def plan_adapt(
         run_sshd=run_sshd,
         host_keys=host_keys,
         session_env=session_env,
-        mca_file=mca_file,
-        mca_defaults=mca_defaults,
+        mca_files=mca_files,
+        hostfile_placeholder=hostfile_placeholder,
         switch_to_root=switch_to_root,
         original_user=original_user,
         run_as_root_env=run_as_root_env,
@@ -351,16 +374,56 @@ def _session_env(facts: ImageFacts) -> tuple[str, ...]:
     return tuple(needed)
 
 
-def _launch_defaults(facts: ImageFacts) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """L4-L10: imagekit's Open MPI 4 defaults the image's MCA parameter file lacks (a value
-    the image sets itself is kept). Open MPI 5 takes launch parameters elsewhere: left alone."""
+def _launch_defaults(facts: ImageFacts) -> tuple[McaFile, ...]:
+    """imagekit's launch defaults the image's parameter files lack, as recipes' images have
+    them (a value the image sets itself is kept). Open MPI 5 reads the runtime's (PRRTE's) from
+    a file of its own, where the operators' hostfile must be the default whatever the image
+    said: the operators set only OMPI_MCA_orte_default_hostfile, which Open MPI 5 ignores (K3)."""
+    from imagekit.plan import OPENMPI5_DEFAULT_PRTE, mca_files
     from imagekit.recipe import DEFAULT_MCA
 
     etc = facts.get("mpi.sysconfdir")
-    if not etc or not facts.get("mpi.version").startswith("4."):
-        return "", ()
-    missing = tuple((k, v) for k, v in DEFAULT_MCA.items() if facts.get(f"mca.{k}") != "set")
-    return f"{etc}/openmpi-mca-params.conf", missing
+    major = facts.get("mpi.version").split(".")[0]
+    if not etc or not major.isdigit() or int(major) < 4:
+        return ()
+    mpi_lines, prte_lines = mca_files(DEFAULT_MCA, int(major))
+    files = []
+    missing = tuple((k, v) for k, v, _ in mpi_lines if facts.get(f"mca.{k}") != "set")
+    if missing:
+        files.append(McaFile(f"{etc}/openmpi-mca-params.conf", missing))
+    enforced = {"prte_default_hostfile": OPENMPI5_DEFAULT_PRTE["prte_default_hostfile"]}
+    missing = tuple(
+        (k, v)
+        for k, v, _ in prte_lines
+        if not facts.get(f"prte.{k}") or (k in enforced and facts.get(f"prte.{k}") != v)
+    )
+    if missing:
+        replaced = tuple(k for k, _ in missing if k in enforced and facts.get(f"prte.{k}"))
+        files.append(McaFile(f"{etc}/prte-mca-params.conf", missing, replaced, "K3 L4-L10"))
+    return tuple(files)
+
+
+def _hostfile_placeholder(files: tuple[McaFile, ...], facts: ImageFacts) -> str:
+    """The operators' hostfile path when adapt makes PRRTE read it by default and the image
+    has none: PRRTE fails on a missing default hostfile, so a plain `mpirun` in a container
+    started outside an MPIJob (the check, a developer's shell) would fail."""
+    from imagekit.plan import OPERATOR_HOSTFILE
+
+    made_default = any(
+        (key, value) == ("prte_default_hostfile", OPERATOR_HOSTFILE)
+        for mca in files
+        for key, value in mca.settings
+    )
+    return OPERATOR_HOSTFILE if made_default and not facts.get(f"file.{OPERATOR_HOSTFILE}") else ""
+
+
+def _describe_mca(mca: McaFile, facts: ImageFacts) -> str:
+    def setting(key: str, value: str) -> str:
+        was = facts.get(f"prte.{key}") if key in mca.replaced else ""
+        return f"{key} {value}" + (f" (was {was})" if was else "")
+
+    names = ", ".join(setting(k, v) for k, v in mca.settings)
+    return f"{mca.runtime} launch defaults in {mca.path}: {names}"
 
 
 def render_adapt(plan: AdaptPlan) -> Context:
@@ -374,6 +437,8 @@ def render_adapt(plan: AdaptPlan) -> Context:
         files["imagekit-adapt/apt-install.sh"] = _template_text("apt-install.sh")
     if plan.via_mirror:
         files["imagekit-adapt/apt-mirror.sh"] = _template_text("apt-mirror.sh")
+    if plan.hostfile_placeholder:  # the same placeholder a recipe's Open MPI 5 image gets
+        files["imagekit-adapt/hostfile-placeholder"] = _template_text("hostfile-placeholder")
     if plan.sshd_settings:
         files["imagekit-adapt/sshd_config.head"] = env.get_template(
             "adapt/sshd_config.head.j2"

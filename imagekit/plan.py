@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from packaging.version import Version
@@ -290,17 +291,21 @@ McaLines = tuple[tuple[str, str, str], ...]
 
 
 def _mca(r: Recipe, ompi_major: int) -> tuple[McaLines, McaLines]:
-    """(MPI library parameters, PRRTE parameters): one file before Open MPI 5, two from it."""
+    return mca_files(r.mpi.mca, ompi_major)
+
+
+def mca_files(mca: Mapping[str, object], ompi_major: int) -> tuple[McaLines, McaLines]:
+    """(MPI library parameters, PRRTE parameters) of `mca`, each line (name, value, why):
+    one file before Open MPI 5, two from it, ORTE's names mapped onto PRRTE's (K3). Recipes'
+    images and `imagekit adapt` write the same lines."""
     if ompi_major < 5:
-        lines = tuple(
-            (k, str(v), MCA_WHY.get(k, "set by the recipe")) for k, v in r.mpi.mca.items()
-        )
+        lines = tuple((k, str(v), MCA_WHY.get(k, "set by the recipe")) for k, v in mca.items())
         return lines, ()
     mpi: list[tuple[str, str, str]] = []
     prte: dict[str, tuple[str, str, str]] = {
         k: (k, v, MCA_WHY[k]) for k, v in OPENMPI5_DEFAULT_PRTE.items()
     }
-    for key, value in r.mpi.mca.items():
+    for key, value in mca.items():
         name = OMPI5_MCA_RENAMES.get(key, key)
         why = MCA_WHY.get(key, "set by the recipe")
         if name != key:

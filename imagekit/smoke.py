@@ -201,12 +201,25 @@ def declared_port(config: dict) -> int | None:
     return int(value) if value.isdigit() and value != "22" else None
 
 
-def declared_openmpi_major(config: dict) -> int:
-    """The Open MPI major an imagekit image declares (io.imagekit.version.openmpi); images
-    without the label get Open MPI 4's launch line."""
+def declared_openmpi_major(config: dict) -> int | None:
+    """The Open MPI major an imagekit image declares (io.imagekit.version.openmpi); None for
+    an image without the label (one imagekit did not build, or adapted)."""
     value = (config.get("Labels") or {}).get(OPENMPI_LABEL, "")
     major = value.split(".", 1)[0]
-    return int(major) if major.isdigit() else 4
+    return int(major) if major.isdigit() else None
+
+
+MPIRUN_VERSION = re.compile(r"\(Open MPI\) (\d+)\.")
+
+
+def running_openmpi_major(launcher: Container) -> int:
+    """The Open MPI major `mpirun --version` reports in the launcher, for an image that does
+    not declare one: Open MPI 5's mpirun rejects Open MPI 4's launch line (-quiet, K3). An
+    answer that names no version (no mpirun at all) gets Open MPI 4's line, and the run's own
+    diagnosis."""
+    rc, output = launcher.read(["mpirun", "--version"])
+    found = MPIRUN_VERSION.search(output) if rc == 0 else None
+    return int(found.group(1)) if found else 4
 
 
 # A size as the engine client takes it (docker-py's parse_bytes): bytes, or a b/k/m/g unit.
@@ -242,9 +255,10 @@ def smoke(
     run_as = _user_ids(engine, image, options.user)
     job = f"imagekit-smoke-{uuid.uuid4().hex[:8]}"
     top = topology(job, options.workers, options.slots, options.operator)
-    command = list(options.command) or default_command(
-        top, env, options, declared_openmpi_major(info["Config"])
-    )
+    declared_major = declared_openmpi_major(info["Config"])
+    command = list(options.command)
+    if not command and declared_major is not None:
+        command = default_command(top, env, options, declared_major)
     result = SmokeResult(False, top, command)
     label = {SMOKE_LABEL: job}
     started = time.monotonic()
@@ -277,6 +291,9 @@ def smoke(
             for i in range(options.workers)
         ]
         launcher = _start_launcher(engine, image, top, volumes, options, label, user)
+        if not command:  # an image that declares no Open MPI: ask its mpirun
+            major = running_openmpi_major(launcher)
+            command = result.command = default_command(top, env, options, major)
         for box in [*workers, launcher]:
             if not box.exited():  # a worker whose sshd died is diagnosed below
                 _copy_in(box, options)

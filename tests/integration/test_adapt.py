@@ -13,7 +13,7 @@ from imagekit.loader import load_recipe
 from imagekit.plan import make_plan
 
 from .authmirror import AuthMirror, leaks
-from .conftest import CPU_RECIPE, imagekit, marked
+from .conftest import CPU_RECIPE, OMPI5_RECIPE, imagekit, marked
 from .images import KUBEFLOW, build
 
 # Open MPI and Python from apt, no ssh at all: what many training images look like.
@@ -141,6 +141,46 @@ def test_an_mpi_operator_image_adapts_to_its_own_profile_on_2222(engine, sources
     assert engine.inspect_image(tag)["Config"]["Labels"]["io.imagekit.ssh.port"] == "2222"
     smoke = imagekit("smoke", tag, "--workers", "2", "--slots", "1", timeout=600)
     assert smoke.returncode == 0, (smoke.stdout + smoke.stderr)[-4000:]
+
+
+@pytest.fixture(scope="module")
+def ompi5_source(engine, ompi5_image, tmp_path_factory) -> str:
+    """Debian 13's Open MPI 5.0.7 from apt without ssh, FROM the Debian 13 base the Open MPI 5
+    recipe bootstraps (its build, a session fixture, leaves the base in the engine)."""
+    base = make_plan(load_recipe(OMPI5_RECIPE)).base_image
+    tmp = tmp_path_factory.mktemp("adapt-ompi5")
+    return build(engine, tmp, "imagekit-test/adapt-ompi5:src", PLAIN.format(base=base), {})
+
+
+def test_an_open_mpi_5_image_gets_the_operators_hostfile_and_runs_on_the_workers(
+    engine, ompi5_source, tmp_path
+):
+    """K3: Debian's Open MPI 5 defaults PRRTE to Debian's own empty hostfile, and the operators'
+    launcher sets only OMPI_MCA_orte_default_hostfile, which Open MPI 5 ignores: unfixed, every
+    rank runs on the launcher. adapt writes PRRTE's file and a placeholder hostfile (the check's
+    plain `mpirun` needs one): the operators' launch places all four ranks on the workers."""
+    tag = "imagekit-test/adapted-ompi5:1"
+    report = tmp_path / "check.json"
+    result = adapt(ompi5_source, "--tag", tag, "--report", str(report))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    prte = "PRRTE launch defaults in /etc/openmpi/prte-mca-params.conf: prte_default_hostfile"
+    assert f"{prte} /etc/mpi/hostfile," in output, output
+    assert "/etc/mpi/hostfile placeholder with no hosts" in output, output
+    assert "plm_ssh_no_tree_spawn 1" in output and "plm_rsh_no_tree_spawn" not in output
+    assert passed_checks(report) == (True, set()), output[-4000:]
+    # The operators' own launch: no --hostfile, only their OMPI_MCA_orte_* variables (and, under
+    # the seed profile, L14's flag). Without PRRTE's default there are no workers to place on.
+    bare = ["mpirun", "--allow-run-as-root", "-n", "4", "python3", "/opt/imagekit-smoke/probe.py"]
+    for command in ([], ["--", *bare]):
+        # No version label on an adapted image: smoke reads Open MPI 5 from its mpirun, and its
+        # recommended line leaves out Open MPI 4's -quiet, which Open MPI 5 rejects.
+        smoke = imagekit("smoke", tag, "--workers", "2", "--slots", "2", *command, timeout=600)
+        output = smoke.stdout + smoke.stderr
+        assert smoke.returncode == 0, output[-4000:]
+        records = marked(output, "IMAGEKIT_PROBE")
+        assert len(records) == 4, output[-3000:]
+        assert all("-worker-" in r["host"] for r in records), records  # none on the launcher
 
 
 NONROOT = "kubeflow-mpi-operator-v2-nonroot"

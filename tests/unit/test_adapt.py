@@ -307,8 +307,9 @@ MPI4 = "mpi.version=4.1.4\nmpi.sysconfdir=/etc/openmpi\n"
 def test_open_mpi_4_gets_the_launch_defaults_it_lacks():
     p = plan(COMPLETE + MPI4 + "mca.pml=set\nmca.btl=set\n", Labels=DECLARED)
     assert requirements(p) == ["L4-L10"]
-    assert p.mca_file == "/etc/openmpi/openmpi-mca-params.conf"
-    assert [k for k, _ in p.mca_defaults] == [
+    [mca] = p.mca_files
+    assert mca.path == "/etc/openmpi/openmpi-mca-params.conf"
+    assert [k for k, _ in mca.settings] == [
         "btl_tcp_if_exclude",
         "oob_tcp_if_exclude",
         "plm_rsh_no_tree_spawn",
@@ -316,13 +317,88 @@ def test_open_mpi_4_gets_the_launch_defaults_it_lacks():
     script = render_adapt(p).files["imagekit-adapt/adapt.sh"]
     assert "cat >> /etc/openmpi/openmpi-mca-params.conf <<'IMAGEKIT'" in script
     assert "plm_rsh_no_tree_spawn = 1\n" in script and "pml = " not in script
+    assert "sed -i -E" not in script  # nothing of the image's is replaced
 
 
-def test_every_default_set_or_open_mpi_5_adds_nothing():
+def test_every_default_set_adds_nothing():
     every = "".join(f"mca.{k}=set\n" for k in DEFAULT_MCA)
     assert not plan(COMPLETE + MPI4 + every, Labels=DECLARED).needed
-    ompi5 = MPI4.replace("4.1.4", "5.0.7")
-    assert not plan(COMPLETE + ompi5, Labels=DECLARED).needed
+
+
+MPI5 = MPI4.replace("4.1.4", "5.0.7")
+# Debian 13's Open MPI 5.0.7 sets nothing in PRRTE's file: PRRTE's built-in default hostfile is
+# Debian's own /etc/openmpi/prte-default-hostfile, which lists no hosts.
+OWN_HOSTFILE = "prte.prte_default_hostfile=/opt/hosts\n"
+
+
+def test_open_mpi_5_gets_prrte_defaults_in_its_own_file_and_the_operators_hostfile():
+    """K3: the operators set only OMPI_MCA_orte_default_hostfile, which Open MPI 5 ignores, so
+    PRRTE's default becomes theirs (every rank on the launcher otherwise); ORTE's names go to
+    PRRTE's file under PRRTE's names, the MPI library's to Open MPI's."""
+    p = plan(COMPLETE + MPI5 + "mca.pml=set\nmca.btl=set\n", Labels=DECLARED)
+    assert requirements(p) == ["L4-L10", "K3 L4-L10", "K3"]
+    mpi, prte = p.mca_files
+    assert mpi.path == "/etc/openmpi/openmpi-mca-params.conf"
+    assert [k for k, _ in mpi.settings] == ["btl_tcp_if_exclude"]
+    assert prte.path == "/etc/openmpi/prte-mca-params.conf"
+    assert dict(prte.settings) == {
+        "prte_default_hostfile": "/etc/mpi/hostfile",
+        "prte_keep_fqdn_hostnames": "1",
+        "oob_tcp_if_exclude": "lo,docker0",
+        "plm_ssh_no_tree_spawn": "1",
+    }
+    assert prte.replaced == ()
+    script = render_adapt(p).files["imagekit-adapt/adapt.sh"]
+    assert "cat >> /etc/openmpi/prte-mca-params.conf <<'IMAGEKIT'" in script
+    assert "prte_default_hostfile = /etc/mpi/hostfile\n" in script
+    assert "plm_rsh_no_tree_spawn" not in script  # ORTE's name, which PRRTE ignores
+    assert "sed -i -E" not in script  # nothing of the image's replaced
+
+
+def test_open_mpi_5_without_the_operators_hostfile_gets_a_placeholder_there():
+    """PRRTE fails on a missing default hostfile: without a placeholder a plain `mpirun` in a
+    container started outside an MPIJob (the check, a developer's shell) would fail."""
+    p = plan(COMPLETE + MPI5, Labels=DECLARED)
+    assert p.hostfile_placeholder == "/etc/mpi/hostfile"
+    ctx = render_adapt(p)
+    assert ctx.files["imagekit-adapt/hostfile-placeholder"].startswith("# imagekit placeholder")
+    script = ctx.files["imagekit-adapt/adapt.sh"]
+    assert "if [ ! -e /etc/mpi/hostfile ]; then" in script
+    copy = "cp /usr/local/share/imagekit-adapt/hostfile-placeholder /etc/mpi/hostfile"
+    assert copy in script
+    present = plan(COMPLETE + MPI5 + "file./etc/mpi/hostfile=yes\n", Labels=DECLARED)
+    assert not present.hostfile_placeholder and "K3" not in requirements(present)
+    assert "imagekit-adapt/hostfile-placeholder" not in render_adapt(present).files
+    assert not plan(COMPLETE + MPI4, Labels=DECLARED).hostfile_placeholder  # ORTE: no default
+
+
+def test_open_mpi_5_replaces_a_default_hostfile_of_the_images_own_first():
+    p = plan(COMPLETE + MPI5 + OWN_HOSTFILE, Labels=DECLARED)
+    prte = p.mca_files[-1]
+    assert prte.replaced == ("prte_default_hostfile",)
+    described = [f.what for f in p.fixes if f.requirement == "K3 L4-L10"][0]
+    assert "prte_default_hostfile /etc/mpi/hostfile (was /opt/hosts)" in described
+    script = render_adapt(p).files["imagekit-adapt/adapt.sh"]
+    delete = "sed -i -E '/^[[:space:]]*(prte_default_hostfile)[[:space:]]*=/d'"
+    append = "cat >> /etc/openmpi/prte-mca-params.conf <<'IMAGEKIT'"
+    assert script.index(delete) < script.index(append)
+
+
+def test_open_mpi_5_keeps_what_the_image_sets_except_another_default_hostfile():
+    own = "".join(f"prte.{k}=0\n" for k in ("prte_keep_fqdn_hostnames", "plm_ssh_no_tree_spawn"))
+    own += "prte.oob_tcp_if_exclude=lo\nprte.prte_default_hostfile=/etc/mpi/hostfile\n"
+    every = "mca.pml=set\nmca.btl=set\nmca.btl_tcp_if_exclude=set\nfile./etc/mpi/hostfile=yes\n"
+    assert not plan(COMPLETE + MPI5 + every + own, Labels=DECLARED).needed
+    elsewhere = own.replace("=/etc/mpi/hostfile", "=/opt/hosts")
+    p = plan(COMPLETE + MPI5 + every + elsewhere, Labels=DECLARED)
+    [prte] = p.mca_files
+    assert prte.settings == (("prte_default_hostfile", "/etc/mpi/hostfile"),)
+
+
+def test_open_mpi_3_or_an_unreadable_version_gets_no_launch_defaults():
+    for version in ("3.1.6", ""):
+        facts_text = COMPLETE + MPI4.replace("4.1.4", version)
+        assert not plan(facts_text, Labels=DECLARED).mca_files
 
 
 def test_apt_mirror_installs_through_a_copy_of_the_sources():

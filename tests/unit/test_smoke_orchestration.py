@@ -6,6 +6,7 @@ The same paths run for real in tests/integration/test_smoke.py."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -36,6 +37,12 @@ class FakeContainer:
             return 0, ""
         return 0, ""
 
+    def read(self, argv, *, user=None):
+        if argv == ["mpirun", "--version"]:
+            self.execs.append(argv)
+            return 0, self.engine.mpirun_version
+        return self.exec(argv, user=user)
+
     def exec_stream(self, argv, on_line):
         self.execs.append(argv)
         return self.engine.run_command(self, argv, on_line)
@@ -53,8 +60,11 @@ class FakeContainer:
 class FakeEngine:
     """Just enough engine: records what smoke asks for; `run_command` plays mpirun."""
 
-    def __init__(self, labels=None, dead_workers=(), mpirun_ranks=None, fail_run=None):
+    def __init__(
+        self, labels=None, dead_workers=(), mpirun_ranks=None, fail_run=None, mpirun_version=""
+    ):
         self.labels = labels or {}
+        self.mpirun_version = mpirun_version  # what `mpirun --version` prints in the launcher
         self.containers: list[FakeContainer] = []
         self.started: list[FakeContainer] = []
         self.networks: list[tuple[str, dict]] = []
@@ -89,7 +99,8 @@ class FakeEngine:
         if self.fail_run:
             raise self.fail_run
         workers = [c for c in self.containers if "worker" in c.name]
-        slots = int(argv[-1].split("-npernode ")[1].split()[0]) if "-npernode" in argv[-1] else 1
+        per_node = re.search(r"-npernode (\d+)|ppr:(\d+):node", argv[-1])  # Open MPI 4 or 5
+        slots = int(per_node.group(1) or per_node.group(2)) if per_node else 1
         hosts = self.mpirun_ranks or [w.name for w in workers for _ in range(slots)]
         for name in sorted(set(hosts) & {w.name for w in workers}):
             self.ssh_login(name)  # mpirun starts its daemon there over ssh
@@ -185,6 +196,24 @@ def test_an_open_mpi_5_image_gets_prrte_launch_line():
     assert "--map-by ppr:2:node" in command and "-quiet" not in command
     four = " ".join(run(FakeEngine(), workers=2, slots=2).command)
     assert "-npernode 2" in four and "-quiet" in four
+
+
+def test_an_image_that_declares_no_open_mpi_gets_the_line_its_mpirun_takes():
+    """An image imagekit did not build (or adapted) has no version label: smoke asks the
+    launcher's mpirun, as Open MPI 5's rejects Open MPI 4's line (-quiet)."""
+    engine = FakeEngine(mpirun_version="mpirun (Open MPI) 5.0.7\n\nReport bugs to ...\n")
+    result = run(engine, workers=2, slots=2)
+    assert result.passed, result.problems
+    command = " ".join(result.command)
+    assert "--map-by ppr:2:node" in command and "-quiet" not in command
+    (launcher,) = [c for c in engine.started if c.name.endswith("-launcher")]
+    assert ["mpirun", "--version"] in launcher.execs
+    four = FakeEngine(mpirun_version="mpirun (Open MPI) 4.1.4\n")
+    assert "-quiet" in run(four, workers=2, slots=2).command
+    labelled = FakeEngine(labels={"io.imagekit.version.openmpi": "4.1.6"}, mpirun_version="x")
+    run(labelled, workers=1, slots=1)
+    (launcher,) = [c for c in labelled.started if c.name.endswith("-launcher")]
+    assert ["mpirun", "--version"] not in launcher.execs  # the label is believed
 
 
 def test_no_port_label_means_port_22_and_no_override():

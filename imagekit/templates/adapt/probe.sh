@@ -11,6 +11,8 @@ done
 for f in /usr/sbin/sshd /bin/bash; do
     [ -x "$f" ] && echo "file.$f=yes"
 done
+# K3: where the operators mount the hostfile (Open MPI 5 is made to read it by default).
+[ -e /etc/mpi/hostfile ] && echo "file./etc/mpi/hostfile=yes"
 # K1: a non-root user's own sshd configuration, where mpi-operator's examples keep it.
 for f in /home/*/.sshd_config; do
     [ -f "$f" ] && echo "file.$f=yes"
@@ -42,6 +44,11 @@ if command -v mpirun >/dev/null 2>&1; then
     echo "mpi.sysconfdir=$etc"
     if [ -n "$etc" ] && [ -f "$etc/openmpi-mca-params.conf" ]; then
         sed -n 's/^[[:space:]]*\([a-z0-9_]*\)[[:space:]]*=.*/mca.\1=set/p' "$etc/openmpi-mca-params.conf"
+        echo  # Debian's file ends without a newline
+    fi
+    # K3: Open MPI 5's runtime (PRRTE) reads its own file there; the values matter.
+    if [ -n "$etc" ] && [ -f "$etc/prte-mca-params.conf" ]; then
+        sed -n 's/^[[:space:]]*\([a-z0-9_]*\)[[:space:]]*=[[:space:]]*\(.*\)$/prte.\1=\2/p' "$etc/prte-mca-params.conf"
     fi
 fi
 echo  # the file above may end without a newline
