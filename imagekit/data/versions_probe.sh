@@ -30,6 +30,14 @@ first=$(printf '%s\n' "$banner" | sed -n '/./{p;q;}')
 version=$(printf '%s\n' "$banner" \
     | sed -n 's/.*Open MPI)\{0,1\} \([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' | head -n 1)
 [ -n "$version" ] && printf 'openmpi\t%s\n' "$version"
+# K3: the hostfile Open MPI 5's runtime (PRRTE) reads when a launch names none, and where that
+# value comes from, as prte_info reports it (wrapped over lines): SOURCE:VALUE.
+case $version in
+    [5-9].*)
+        prte_info --all 2>/dev/null | tr -s ' \n' '  ' | sed -n \
+            's/.*"prte_default_hostfile" (current value: "\([^"]*\)", data source: \([^,]*\),.*/prte-default-hostfile\t\2:\1/p'
+        ;;
+esac
 version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p' | head -n 1)
 [ -n "$version" ] && printf 'nvcc\t%s\n' "$version"
 # A system NCCL (libnccl.so.X.Y.Z): found_nccl's last resort. The unit tests name other dirs.

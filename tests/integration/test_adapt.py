@@ -160,6 +160,9 @@ def test_an_open_mpi_5_image_gets_the_operators_hostfile_and_runs_on_the_workers
     rank runs on the launcher. adapt writes PRRTE's file and a placeholder hostfile (the check's
     plain `mpirun` needs one): the operators' launch places all four ranks on the workers."""
     tag = "imagekit-test/adapted-ompi5:1"
+    before = tmp_path / "before.json"
+    result = imagekit("check", ompi5_source, "--report", str(before), timeout=600)
+    assert result.returncode == 7 and "prrte-default-hostfile" in passed_checks(before)[1]
     report = tmp_path / "check.json"
     result = adapt(ompi5_source, "--tag", tag, "--report", str(report))
     output = result.stdout + result.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from .conftest import OMPI5_RECIPE, imagekit, run_in
+from .images import build
 from .test_smoke import nothing_left
 
 
@@ -34,6 +35,7 @@ def test_ompi5_image_passes_every_check(ompi5_image, tmp_path):
     statuses = {r["id"]: r["status"] for r in report["results"]}
     for required in ("mpirun-two-ranks", "remote-environment", "version-openmpi", "version-torch"):
         assert statuses[required] in ("pass", "info"), (required, statuses[required])
+    assert statuses["prrte-default-hostfile"] == "info"  # passed, the path and its source shown
 
 
 def test_ompi5_smoke_places_ranks_on_the_workers(engine, ompi5_image):
@@ -57,6 +59,34 @@ def test_ompi5_launch_without_the_image_default_is_the_k3_trap(engine, ompi5_ima
     assert "K3: the command exited 0 without reaching any worker" in output
     assert "Open MPI 5" in output
     nothing_left(engine)
+
+
+def test_check_fails_an_open_mpi_5_image_whose_prrte_default_is_not_the_operators_hostfile(
+    engine, ompi5_image, tmp_path
+):
+    """K3 found by the check, not only by a smoke run: the image with its PRRTE default taken
+    out (Debian's own hostfile again) fails prrte-default-hostfile alone, naming where the
+    value came from; every other check still passes (a local mpirun never needed it)."""
+    ref = build(
+        engine,
+        tmp_path / "ctx",
+        "imagekit-test/ompi5-debian-default:1",
+        f"FROM {ompi5_image.ref}\n"
+        "RUN sed -i '/^prte_default_hostfile/d' /etc/openmpi/prte-mca-params.conf\n",
+        {},
+    )
+    try:
+        report_path = tmp_path / "check.json"
+        result = imagekit("check", ref, "--report", str(report_path), timeout=900)
+        output = result.stdout + result.stderr
+        assert result.returncode == 7, output[-4000:]
+        report = json.loads(report_path.read_text())
+        failed = {r["id"]: r for r in report["results"] if r["status"] == "fail"}
+        assert set(failed) == {"prrte-default-hostfile"}, output[-4000:]
+        evidence = failed["prrte-default-hostfile"]["evidence"]
+        assert "'/etc/openmpi/prte-default-hostfile' (default)" in evidence, evidence
+    finally:
+        engine.remove_image(ref)
 
 
 def test_ompi5_sbom_is_valid_cyclonedx(ompi5_image):

@@ -293,7 +293,7 @@ def _run_versions_probe(tmp_path, tools: dict[str, str], env=None) -> dict:
         (bin_dir / name).write_text(f"#!/bin/sh\nprintf '%s\\n' '{output}'\n")
         (bin_dir / name).chmod(0o755)
     os.symlink(sys.executable, bin_dir / "python3")
-    for tool in ("sed", "head"):
+    for tool in ("sed", "head", "tr"):
         os.symlink(shutil.which(tool), bin_dir / tool)
     script = resources.files("imagekit").joinpath("data/versions_probe.sh").read_text("utf-8")
     out = subprocess.run(
@@ -327,6 +327,25 @@ def test_versions_probe_reads_every_version_in_one_run(tmp_path):
         for name in ("torch", "deepspeed", "nvidia-cuda-runtime-cu12")
         + tuple(f"nvidia-nccl-cu{major}" for major in (11, 12, 13))
     }
+
+
+# prte_info --all as Debian 13's Open MPI 5.0.7 prints the parameter: wrapped over lines.
+PRTE_INFO = """                MCA prte: "prte_default_hostfile" (current value:
+                          "/etc/openmpi/prte-default-hostfile", data source:
+                          default, type: string)
+                          Name of the default hostfile (relative or absolute"""
+
+
+def test_versions_probe_reads_open_mpi_5s_default_hostfile_across_wrapped_lines(tmp_path):
+    facts = _run_versions_probe(
+        tmp_path, {"mpirun": "mpirun (Open MPI) 5.0.7", "prte_info": PRTE_INFO}
+    )
+    assert facts["prte-default-hostfile"] == "default:/etc/openmpi/prte-default-hostfile"
+    (tmp_path / "four").mkdir()
+    four = _run_versions_probe(
+        tmp_path / "four", {"mpirun": "mpirun (Open MPI) 4.1.4", "prte_info": PRTE_INFO}
+    )
+    assert "prte-default-hostfile" not in four  # ORTE: no PRRTE to ask
 
 
 def test_versions_probe_leaves_out_what_is_missing(tmp_path):

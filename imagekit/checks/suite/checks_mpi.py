@@ -1,4 +1,5 @@
-"""What mpirun needs of the image (R1, R11, R2, R8): root, bash, mpirun, a run as root."""
+"""What mpirun needs of the image (R1, R11, R2, R8, K3): root, bash, mpirun, a run as root,
+Open MPI 5's default hostfile."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from imagekit.checks import check
 from imagekit.checks.facts import bash_path, both_mpiruns, expect, expect_mpirun, has
+from imagekit.launch import HOSTFILE
 
 # -- R1, R11, R2 --------------------------------------------------------------------------
 
@@ -107,3 +109,36 @@ def check_mpirun_two_ranks(ctx, user_host, note):
         (f"{cmd}: rc {result.rc}: {(result.stderr or result.stdout).strip()[:300]}"),
     )
     note("info", "ranks 0 and 1 of 2 ran")
+
+
+# -- K3 ----------------------------------------------------------------------------------------
+
+
+@check(
+    "prrte-default-hostfile",
+    "K3",
+    "Open MPI 5 reads the operators' hostfile when a launch names none",
+    fix=f"set `prte_default_hostfile = {HOSTFILE}` in PRRTE's prte-mca-params.conf (next to "
+    "openmpi-mca-params.conf; `imagekit adapt` does), or ENV "
+    f"PRTE_MCA_prte_default_hostfile={HOSTFILE}",
+)
+def check_prrte_default_hostfile(ctx, note):
+    """The operators' launchers set only OMPI_MCA_orte_default_hostfile, which Open MPI 5
+    ignores: with PRRTE's default elsewhere, `mpirun -n N` without --hostfile runs every rank
+    on the launcher and exits 0."""
+    facts = ctx.version_facts()
+    version = facts.get("openmpi", "")
+    major = version.split(".", 1)[0]
+    if not major.isdigit() or int(major) < 5:
+        pytest.skip(f"Open MPI {version or 'not found'}: ORTE reads the operators' variables")
+    found = facts.get("prte-default-hostfile")
+    if found is None:
+        pytest.skip(f"Open MPI {version}: no prte_info to read PRRTE's parameters with")
+    source, _, path = found.partition(":")
+    expect(
+        path == HOSTFILE,
+        f"PRRTE's default hostfile is {path or 'unset'!r} ({source}); a launch without "
+        "--hostfile runs every rank on the launcher and exits 0 (the operators' "
+        "OMPI_MCA_orte_default_hostfile is ignored by Open MPI 5)",
+    )
+    note("info", f"{path} ({source})")
