@@ -380,7 +380,7 @@ class Engine:
         volumes: dict[str, str] | None = None,  # host path -> read-only mount point
         environment: dict[str, str] | None = None,
         user: str | None = None,
-        shm_size: str | None = None,
+        shm_size: int | None = None,  # bytes
         gpus: str | None = None,
     ) -> Container:
         """A created (not started) container. `aliases` are extra DNS names on `network`;

@@ -222,8 +222,19 @@ def running_openmpi_major(launcher: Container) -> int:
     return int(found.group(1)) if found else 4
 
 
-# A size as the engine client takes it (docker-py's parse_bytes): bytes, or a b/k/m/g unit.
-DOCKER_SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?([bkmgBKMG][bB]?)?$")
+# A size as `docker run --shm-size` takes it (go-units' RAMInBytes): a number, an optional
+# space, a binary unit with an optional i and b ("1g", "1 GB", "1Gi", "512m"), or bytes.
+DOCKER_SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?) ?(?:([kmgtp])i?)?b?$", re.IGNORECASE)
+BINARY_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+def size_in_bytes(text: str) -> int | None:
+    """`--shm-size` in bytes, as the engine gets it; None when `text` is not a size."""
+    found = DOCKER_SIZE.match(text.strip())
+    if found is None:
+        return None
+    number, unit = found.groups()
+    return int(float(number) * BINARY_UNITS[(unit or "").lower()])
 
 
 def check_options(options: SmokeOptions) -> None:
@@ -235,7 +246,7 @@ def check_options(options: SmokeOptions) -> None:
         raise UsageError(f"--keys {options.keys}: must be mounted or image")
     if options.operator not in OPERATORS:
         raise UsageError(f"--operator {options.operator}: must be one of {', '.join(OPERATORS)}")
-    if not DOCKER_SIZE.match(options.shm_size):
+    if not size_in_bytes(options.shm_size):
         raise UsageError(f"--shm-size {options.shm_size}: not a size like 1g, 512m or 1073741824")
     for source, _ in options.copies:
         if not source.exists():
@@ -361,7 +372,7 @@ def _start_worker(engine, image, top, index, volumes, options, label, user=None)
         network=top.job,
         aliases=[name, top.fqdns[index]],
         volumes=volumes,
-        shm_size=options.shm_size,
+        shm_size=size_in_bytes(options.shm_size),
         labels=label,
         environment=dict(options.env) or None,
         gpus=options.gpus,
@@ -378,7 +389,7 @@ def _start_launcher(engine, image, top, volumes, options, label, user=None) -> C
         hostname=top.launcher,
         network=top.job,
         volumes=volumes,
-        shm_size=options.shm_size,
+        shm_size=size_in_bytes(options.shm_size),
         labels=label,
         environment={**launcher_env(options, top), **dict(options.env)},
     )

@@ -269,7 +269,7 @@ def test_env_reaches_every_container_and_the_ranks_and_gpus_the_workers():
     assert "gpus" not in launcher.kwargs  # mpi-operator's launcher requests no GPU
 
 
-@pytest.mark.parametrize("size", ["lots", "1Gi", "1m512k"])
+@pytest.mark.parametrize("size", ["lots", "1Gx", "1m512k", "0", "1..5g", "-1g"])
 def test_a_shm_size_the_engine_client_cannot_read_is_refused_before_anything_starts(size):
     """docker-py would refuse it only when the first container is made (exit 4, after the key
     pair and the network): now a usage error naming the flag, and nothing made."""
@@ -279,12 +279,24 @@ def test_a_shm_size_the_engine_client_cannot_read_is_refused_before_anything_sta
     assert engine.containers == [] and engine.networks == []
 
 
-@pytest.mark.parametrize("size", ["1g", "512m", "2G", "1.5g", "1gb", "1073741824"])
-def test_shm_sizes_the_engine_client_reads_reach_every_container(size):
+@pytest.mark.parametrize(
+    "size, expected",
+    [
+        ("1g", 1 << 30),
+        ("512m", 512 << 20),
+        ("2G", 2 << 30),
+        ("1.5g", 3 << 29),
+        ("1gb", 1 << 30),
+        ("1 GB", 1 << 30),  # `docker run --shm-size` takes a space before the unit
+        ("1Gi", 1 << 30),  # and Kubernetes' spelling, as mpijob's --shm-size takes it
+        ("1073741824", 1 << 30),
+    ],
+)
+def test_shm_sizes_docker_run_takes_reach_every_container_in_bytes(size, expected):
     engine = FakeEngine()
     started, start = [], engine.start_container
     engine.start_container = lambda image, **kwargs: (
         started.append(kwargs) or start(image, **kwargs)
     )
     assert run(engine, workers=1, slots=1, shm_size=size).passed
-    assert len(started) == 2 and {kwargs["shm_size"] for kwargs in started} == {size}
+    assert len(started) == 2 and {kwargs["shm_size"] for kwargs in started} == {expected}
