@@ -10,8 +10,10 @@ from pydantic import BaseModel, ValidationError
 
 
 def problems(exc: ValidationError, model: type[BaseModel]) -> list[str]:
-    """One line per error of `exc`, raised validating `model`."""
-    return [describe(err, model) for err in exc.errors()]
+    """One line per error of `exc`, raised validating `model`: unknown keys first, since a
+    misspelt key is usually why a field is "missing" too (pydantic lists those later)."""
+    errors = sorted(exc.errors(), key=lambda err: err["type"] != "extra_forbidden")
+    return [describe(err, model) for err in errors]
 
 
 def one_line(problems: list[str], shown: int = 3) -> str:

@@ -39,6 +39,17 @@ def test_validate_bad_recipe_exit_2_one_line_each(capsys, tmp_path):
     assert "Traceback" not in err
 
 
+def test_a_misspelt_key_comes_before_the_field_it_leaves_missing(capsys, tmp_path):
+    """pydantic lists `name: required field is missing` before `nmae: unknown key`; the typo
+    is the cause, so it is the first line a user reads."""
+    bad = tmp_path / "typo.yaml"
+    bad.write_text('nmae: x\npython: {version: "3.11"}\n')
+    code, out, err = run(capsys, "validate", str(bad))
+    lines = err.strip().splitlines()
+    assert code == 2 and lines[0] == f"ERROR {bad}: nmae: unknown key (did you mean 'name'?)"
+    assert f"ERROR {bad}: name: required field is missing" in lines[1:]
+
+
 def test_debug_shows_traceback(capsys, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("")
