@@ -213,6 +213,39 @@ def test_adapted_for_a_non_root_profile_runs_a_2x2_mpijob_as_that_user(
     assert len(records) == 4 and {r["uid"] for r in records} == {1000}, output[-3000:]
 
 
+def test_an_open_mpi_5_image_adapted_for_the_non_root_profile_runs_the_operators_launch(
+    engine, ompi5_source, tmp_path
+):
+    """K1 and K3 together: mpiuser's own sshd on 2222 and PRRTE's defaults; the operators' bare
+    launch (no --hostfile, no root flag) puts four ranks on the workers, each as uid 1000."""
+    tag = "imagekit-test/adapted-ompi5-nonroot:1"
+    report = tmp_path / "check.json"
+    result = adapt(ompi5_source, "--profile", NONROOT, "--tag", tag, "--report", str(report))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "prte_default_hostfile /etc/mpi/hostfile" in output, output[-3000:]
+    assert passed_checks(report) == (True, set()), output[-4000:]
+    bare = ["mpirun", "-n", "4", "python3", "/opt/imagekit-smoke/probe.py"]
+    smoke = imagekit(
+        "smoke",
+        tag,
+        "--profile",
+        NONROOT,
+        "--workers",
+        "2",
+        "--slots",
+        "2",
+        "--",
+        *bare,
+        timeout=600,
+    )
+    output = smoke.stdout + smoke.stderr
+    assert smoke.returncode == 0, output[-4000:]
+    records = marked(output, "IMAGEKIT_PROBE")
+    assert len(records) == 4 and {r["uid"] for r in records} == {1000}, output[-3000:]
+    assert all("-worker-" in r["host"] for r in records), records
+
+
 def test_a_uid_another_user_holds_ends_the_build_in_one_line(engine, sources, tmp_path):
     """The image's mpiuser has uid 1000; a profile wanting `trainer` with 1000 cannot have it."""
     profile = tmp_path / "trainer.yaml"
