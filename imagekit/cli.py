@@ -435,7 +435,8 @@ def adapt(
 ) -> None:
     """Make an existing Debian/Ubuntu IMAGE MPIJob-ready for a profile: one thin layer adding
     only what it lacks (ssh server and client settings, /run/sshd, host keys, the session
-    environment), then `imagekit check` of the result."""
+    environment, Open MPI's and PRRTE's launch defaults, a non-root profile's user), then
+    `imagekit check` of the result."""
     from imagekit.adapt import adapt as run_adapt
     from imagekit.checks.report import report_format
     from imagekit.profiles import load_profile
