@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from imagekit.errors import EngineError, ImagekitError, ImageUnusableError, UsageError
+from imagekit.ompi import OPERATOR_HOSTFILE, openmpi_major
 from imagekit.profiles import Profile
 from imagekit.render import Context, template_environment, write_context
 
@@ -374,31 +375,35 @@ def _session_env(facts: ImageFacts) -> tuple[str, ...]:
     return tuple(needed)
 
 
+# PRRTE settings whose value in the image is replaced, not kept: the operators' hostfile must
+# be the default whatever the image said (K3).
+ENFORCED_PRTE = frozenset({"prte_default_hostfile"})
+
+
 def _launch_defaults(facts: ImageFacts) -> tuple[McaFile, ...]:
     """imagekit's launch defaults the image's parameter files lack, as recipes' images have
     them (a value the image sets itself is kept). Open MPI 5 reads the runtime's (PRRTE's) from
     a file of its own, where the operators' hostfile must be the default whatever the image
     said: the operators set only OMPI_MCA_orte_default_hostfile, which Open MPI 5 ignores (K3)."""
-    from imagekit.plan import OPENMPI5_DEFAULT_PRTE, mca_files
+    from imagekit.plan import mca_files
     from imagekit.recipe import DEFAULT_MCA
 
     etc = facts.get("mpi.sysconfdir")
-    major = facts.get("mpi.version").split(".")[0]
-    if not etc or not major.isdigit() or int(major) < 4:
+    major = openmpi_major(facts.get("mpi.version"))
+    if not etc or major is None or major < 4:
         return ()
-    mpi_lines, prte_lines = mca_files(DEFAULT_MCA, int(major))
+    mpi_lines, prte_lines = mca_files(DEFAULT_MCA, major)
     files = []
     missing = tuple((k, v) for k, v, _ in mpi_lines if facts.get(f"mca.{k}") != "set")
     if missing:
         files.append(McaFile(f"{etc}/openmpi-mca-params.conf", missing))
-    enforced = {"prte_default_hostfile": OPENMPI5_DEFAULT_PRTE["prte_default_hostfile"]}
     missing = tuple(
         (k, v)
         for k, v, _ in prte_lines
-        if not facts.get(f"prte.{k}") or (k in enforced and facts.get(f"prte.{k}") != v)
+        if not facts.get(f"prte.{k}") or (k in ENFORCED_PRTE and facts.get(f"prte.{k}") != v)
     )
     if missing:
-        replaced = tuple(k for k, _ in missing if k in enforced and facts.get(f"prte.{k}"))
+        replaced = tuple(k for k, _ in missing if k in ENFORCED_PRTE and facts.get(f"prte.{k}"))
         files.append(McaFile(f"{etc}/prte-mca-params.conf", missing, replaced, "K3 L4-L10"))
     return tuple(files)
 
@@ -407,8 +412,6 @@ def _hostfile_placeholder(files: tuple[McaFile, ...], facts: ImageFacts) -> str:
     """The operators' hostfile path when adapt makes PRRTE read it by default and the image
     has none: PRRTE fails on a missing default hostfile, so a plain `mpirun` in a container
     started outside an MPIJob (the check, a developer's shell) would fail."""
-    from imagekit.plan import OPERATOR_HOSTFILE
-
     made_default = any(
         (key, value) == ("prte_default_hostfile", OPERATOR_HOSTFILE)
         for mca in files

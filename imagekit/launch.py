@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagekit.errors import UsageError
-from imagekit.ompi import OMPI5_MCA_RENAMES
+from imagekit.ompi import OMPI5_MCA_RENAMES, OPERATOR_HOSTFILE
 
-HOSTFILE = "/etc/mpi/hostfile"
+HOSTFILE = OPERATOR_HOSTFILE
 WORKER_COMMAND = ["/usr/sbin/sshd", "-De"]
 
 # -- generating ---------------------------------------------------------------------------

@@ -3,6 +3,17 @@
 
 from __future__ import annotations
 
+# Where the operators mount the hostfile (mpi-operator and Trainer v2 alike): launch lines name
+# it (L2), and Open MPI 5 images read it by default (K3).
+OPERATOR_HOSTFILE = "/etc/mpi/hostfile"
+
+
+def openmpi_major(version: str) -> int | None:
+    """5 for "5.0.7"; None for a version that names no major ("", "unknown")."""
+    major = version.split(".", 1)[0]
+    return int(major) if major.isdigit() else None
+
+
 # Open MPI 5 (PRRTE) names for ORTE's (prte_info of Open MPI 5.0.7; K3).
 OMPI5_MCA_RENAMES = {
     "plm_rsh_no_tree_spawn": "plm_ssh_no_tree_spawn",

@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from imagekit.compat import rules_data
 from imagekit.labels import LABEL_PREFIX
-from imagekit.ompi import OMPI5_MCA_RENAMES
+from imagekit.ompi import OMPI5_MCA_RENAMES, OPERATOR_HOSTFILE
 from imagekit.recipe import LoadedRecipe, Recipe
 
 # Packages every image needs for R2-R11, by requirement.
@@ -66,9 +66,8 @@ MCA_WHY = {
 # names from the defaults (and from Open MPI 4 habits) map onto these.
 # Frameworks of the runtime (PRRTE) rather than the MPI library, by parameter prefix.
 PRTE_PREFIXES = ("plm_", "oob_", "prte_", "ras_", "rmaps_", "odls_", "errmgr_", "state_")
-# Where the operators put the hostfile (R/L: /etc/mpi/hostfile); Open MPI 5 images read it
-# by default, so a launch without --hostfile still reaches the workers (K3).
-OPERATOR_HOSTFILE = "/etc/mpi/hostfile"
+# Open MPI 5 images read the operators' hostfile by default, so a launch without --hostfile
+# still reaches the workers (K3).
 OPENMPI5_DEFAULT_PRTE = {
     "prte_default_hostfile": OPERATOR_HOSTFILE,
     "prte_keep_fqdn_hostnames": "1",

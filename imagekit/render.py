@@ -18,10 +18,10 @@ from imagekit.errors import RecipeError, StaleRenderError
 from imagekit.files import write_tree
 from imagekit.loader import validate
 from imagekit.lockfile import lock_path
+from imagekit.ompi import OPERATOR_HOSTFILE
 from imagekit.paths import cache_dir
 from imagekit.plan import (
     BUILD_DIR,
-    OPERATOR_HOSTFILE,
     STAGE_ROOT,
     TORCH_EXTENSIONS_DIR,
     Plan,

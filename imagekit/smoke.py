@@ -20,6 +20,7 @@ from imagekit.datafiles import data_text
 from imagekit.engine import KEEPALIVE, Container, Engine, Log, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
 from imagekit.launch import HOSTFILE, WORKER_COMMAND, LaunchRequest, recommend
+from imagekit.ompi import openmpi_major
 from imagekit.plan import LABEL_PREFIX
 from imagekit.secrets import make_secret
 
@@ -204,9 +205,7 @@ def declared_port(config: dict) -> int | None:
 def declared_openmpi_major(config: dict) -> int | None:
     """The Open MPI major an imagekit image declares (io.imagekit.version.openmpi); None for
     an image without the label (one imagekit did not build, or adapted)."""
-    value = (config.get("Labels") or {}).get(OPENMPI_LABEL, "")
-    major = value.split(".", 1)[0]
-    return int(major) if major.isdigit() else None
+    return openmpi_major((config.get("Labels") or {}).get(OPENMPI_LABEL, ""))
 
 
 MPIRUN_VERSION = re.compile(r"\(Open MPI\) (\d+)\.")

@@ -9,7 +9,7 @@ import pytest
 
 from imagekit.checks import check
 from imagekit.checks.facts import bash_path, both_mpiruns, expect, expect_mpirun, has
-from imagekit.launch import HOSTFILE
+from imagekit.ompi import OPERATOR_HOSTFILE, openmpi_major
 
 # -- R1, R11, R2 --------------------------------------------------------------------------
 
@@ -118,9 +118,9 @@ def check_mpirun_two_ranks(ctx, user_host, note):
     "prrte-default-hostfile",
     "K3",
     "Open MPI 5 reads the operators' hostfile when a launch names none",
-    fix=f"set `prte_default_hostfile = {HOSTFILE}` in PRRTE's prte-mca-params.conf (next to "
+    fix=f"set `prte_default_hostfile = {OPERATOR_HOSTFILE}` in PRRTE's prte-mca-params.conf (next to "
     "openmpi-mca-params.conf; `imagekit adapt` does), or ENV "
-    f"PRTE_MCA_prte_default_hostfile={HOSTFILE}",
+    f"PRTE_MCA_prte_default_hostfile={OPERATOR_HOSTFILE}",
 )
 def check_prrte_default_hostfile(ctx, note):
     """The operators' launchers set only OMPI_MCA_orte_default_hostfile, which Open MPI 5
@@ -128,15 +128,14 @@ def check_prrte_default_hostfile(ctx, note):
     on the launcher and exits 0."""
     facts = ctx.version_facts()
     version = facts.get("openmpi", "")
-    major = version.split(".", 1)[0]
-    if not major.isdigit() or int(major) < 5:
+    if (openmpi_major(version) or 0) < 5:
         pytest.skip(f"Open MPI {version or 'not found'}: ORTE reads the operators' variables")
     found = facts.get("prte-default-hostfile")
     if found is None:
         pytest.skip(f"Open MPI {version}: no prte_info to read PRRTE's parameters with")
     source, _, path = found.partition(":")
     expect(
-        path == HOSTFILE,
+        path == OPERATOR_HOSTFILE,
         f"PRRTE's default hostfile is {path or 'unset'!r} ({source}); a launch without "
         "--hostfile runs every rank on the launcher and exits 0 (the operators' "
         "OMPI_MCA_orte_default_hostfile is ignored by Open MPI 5)",
