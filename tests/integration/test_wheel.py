@@ -111,3 +111,28 @@ def test_lint_cmd_from_the_wheel(installed, tmp_path):
         cwd=tmp_path,
     )
     assert bad.returncode == 10 and "L2" in bad.stdout + bad.stderr
+
+
+def test_adapt_from_the_wheel(installed, engine, ompi5_image, tmp_path):
+    """adapt's context is package data too (its script, the apt script, the placeholder
+    hostfile): an Open MPI 5 image without ssh needs all of them."""
+    from imagekit.loader import load_recipe
+    from imagekit.plan import make_plan
+
+    from .conftest import OMPI5_RECIPE
+    from .images import build
+    from .test_adapt import PLAIN
+
+    base = make_plan(load_recipe(OMPI5_RECIPE)).base_image
+    source = build(
+        engine, tmp_path / "src", "imagekit-test/wheel-adapt:src", PLAIN.format(base=base), {}
+    )
+    tag = "imagekit-test/wheel-adapted:1"
+    try:
+        result = run(installed, "adapt", source, "--tag", tag, "-o", "ctx", cwd=tmp_path)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        written = {p.name for p in (tmp_path / "ctx" / "imagekit-adapt").iterdir()}
+        assert {"adapt.sh", "apt-install.sh", "hostfile-placeholder"} <= written, written
+    finally:
+        engine.remove_image(tag)
+        engine.remove_image(source)
