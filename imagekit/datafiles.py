@@ -8,10 +8,19 @@ would cost a few milliseconds of imports for the same file).
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+# Users' YAML (recipes, locks, profile files): at most this many bytes, and this many nodes
+# once aliases are expanded. A "billion laughs" file is a few hundred bytes whose aliases
+# expand to 10^9 nodes: the objects are shared, but whatever walks or prints the value
+# (validation, an error's repr, the recipe hash) would never finish.
+MAX_YAML_BYTES = 1024 * 1024
+MAX_YAML_NODES = 200_000
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -30,9 +39,20 @@ class YamlFloat(float):
     text: str
 
 
+class UserYamlError(Exception):
+    """A user's YAML file that cannot be read; the message names no file (callers add it)."""
+
+
 class StrictLoader(SafeLoader):
     """yaml.safe_load, but a key given twice in one mapping is an error naming both lines,
-    and floats remember how they were written (YamlFloat)."""
+    floats remember how they were written (YamlFloat), and aliases may not expand past
+    MAX_YAML_NODES nodes, nor refer to themselves."""
+
+    def get_single_node(self):
+        node = super().get_single_node()
+        if node is not None:
+            _check_expanded_size(node)
+        return node
 
     def construct_yaml_float(self, node):
         value = YamlFloat(super().construct_yaml_float(node))
@@ -61,6 +81,84 @@ class StrictLoader(SafeLoader):
 
 
 StrictLoader.add_constructor("tag:yaml.org,2002:float", StrictLoader.construct_yaml_float)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Count the nodes `root` stands for with every alias expanded, without expanding them
+    (each node is sized once), iteratively (no recursion limit for deep nesting)."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            if sizes[key] > MAX_YAML_NODES:
+                raise UserYamlError(
+                    f"line {node.start_mark.line + 1}: its aliases expand to more than "
+                    f"{MAX_YAML_NODES} values (an alias bomb?)"
+                )
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise UserYamlError(f"line {node.start_mark.line + 1}: an alias refers to itself")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+
+
+def read_user_text(path: Path, max_bytes: int = MAX_YAML_BYTES) -> str:
+    """A file a user names, as UTF-8 text: a regular file (not /dev/zero, a FIFO that would
+    block, a directory) of at most `max_bytes`. UserYamlError says what is wrong."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise UserYamlError("no such file") from None
+    except OSError as exc:
+        raise UserYamlError(f"cannot read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UserYamlError("not a regular file")
+        try:
+            data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise UserYamlError(f"cannot read: {exc.strerror}") from None
+    if len(data) > max_bytes:
+        raise UserYamlError(f"larger than {max_bytes // 1024} KiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserYamlError(f"not UTF-8 text (byte {exc.start})") from None
+
+
+def read_user_yaml(path: Path) -> Any:
+    """A user's YAML file, read strictly (StrictLoader) within the size limits. Every way it
+    can fail is one UserYamlError, its message naming the line where YAML gives one."""
+    text = read_user_text(path)
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except (DuplicateKeyError, UserYamlError) as exc:
+        raise UserYamlError(str(exc)) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserYamlError(f"{where}malformed YAML: {problem}") from None
+    except (ValueError, OverflowError) as exc:  # an integer of more than 4300 digits, ...
+        raise UserYamlError(f"a value YAML cannot hold: {str(exc).splitlines()[0][:120]}") from None
+    except RecursionError:
+        raise UserYamlError("nested too deeply") from None
 
 
 def load_yaml(text: str) -> Any:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from imagekit import compat, credentials, schema_errors
-from imagekit.datafiles import DuplicateKeyError, StrictLoader
+from imagekit import compat, credentials, grammar, schema_errors
+from imagekit.datafiles import UserYamlError, read_user_yaml
 from imagekit.errors import RecipeError
 from imagekit.lockfile import locked_plan
 from imagekit.plan import Plan
@@ -45,20 +45,49 @@ def load_recipe(path: str | Path) -> LoadedRecipe:
     return LoadedRecipe(recipe=recipe, path=path, sha256=digest, sources=sources)
 
 
-def _load_merged(path: Path, chain: tuple[Path, ...]) -> tuple[dict[str, Any], tuple[Path, ...]]:
+# How far `extends` may chain: the shipped recipes use one step; a chain is read file by file.
+MAX_EXTENDS_DEPTH = 8
+# An explicit root for `extends` (a monorepo whose recipes extend shared ones elsewhere in it).
+RECIPE_ROOT_ENV = "IMAGEKIT_RECIPE_ROOT"
+
+
+def recipe_roots(path: Path) -> tuple[Path, ...]:
+    """The trees a recipe's `extends` chain may read from: the recipe's own directory
+    (symlinks resolved), and $IMAGEKIT_RECIPE_ROOT when set."""
+    explicit = os.environ.get(RECIPE_ROOT_ENV)
+    own = path.resolve().parent
+    return (own, Path(explicit).resolve()) if explicit else (own,)
+
+
+def _load_merged(
+    path: Path, chain: tuple[Path, ...], roots: tuple[Path, ...] = ()
+) -> tuple[dict[str, Any], tuple[Path, ...]]:
     """The recipe merged over its `extends` chain, and every file read (the recipe first)."""
+    roots = roots or recipe_roots(path)
     data = _read_yaml(path)
     parent = data.pop("extends", None)
     if parent is None:
         return data, (path,)
     if not isinstance(parent, str):
         raise RecipeError([f"{path}: extends: must be a file name, got {type(parent).__name__}"])
+    if len(chain) + 1 >= MAX_EXTENDS_DEPTH:
+        raise RecipeError([f"{path}: extends: more than {MAX_EXTENDS_DEPTH} recipes deep"])
+    if grammar.control_characters(parent) or len(parent) > 1024:
+        raise RecipeError([f"{path}: extends: not a file name"])
     parent_path = (path.parent / parent).resolve()
+    if not any(parent_path.is_relative_to(root) for root in roots):
+        # Not read, so nothing of the outside file can reach an error message.
+        raise RecipeError(
+            [
+                f"{path}: extends: {parent!r} leaves the recipe's directory {roots[0]} "
+                f"(set {RECIPE_ROOT_ENV} to a directory above both to allow it)"
+            ]
+        )
     if parent_path in chain or parent_path == path.resolve():
         raise RecipeError([f"{path}: extends: cycle through {parent}"])
     if not parent_path.is_file():
         raise RecipeError([f"{path}: extends: no such recipe {parent}"])
-    base, sources = _load_merged(parent_path, chain + (path.resolve(),))
+    base, sources = _load_merged(parent_path, chain + (path.resolve(),), roots)
     return deep_merge(base, data), (path, *sources)
 
 
@@ -75,20 +104,9 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecipeError([f"{path}: no such file"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeError([f"{path}: cannot read: {exc}"]) from None
-    try:
-        data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except DuplicateKeyError as exc:
+        data = read_user_yaml(path)
+    except UserYamlError as exc:
         raise RecipeError([f"{path}: {exc}"]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise RecipeError([f"{path}: {where}malformed YAML: {problem}"]) from None
     if data is None:
         raise RecipeError([f"{path}: the recipe is empty"])
     if not isinstance(data, dict):

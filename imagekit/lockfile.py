@@ -15,15 +15,16 @@ import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import unquote
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from imagekit import schema_errors
+from imagekit import grammar, schema_errors
+from imagekit.datafiles import UserYamlError, read_user_yaml
 from imagekit.errors import LockError
 from imagekit.plan import AptStage, Plan, make_plan
 from imagekit.recipe import LoadedRecipe
@@ -43,19 +44,43 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# A lock is untrusted input like a recipe (a pull request can forge one, and anyone can
+# recompute its inputs hash): every value it pins has the grammar of where it is written.
+ImageRef = Annotated[str, AfterValidator(grammar.check_image_ref)]
+DebianName = Annotated[str, AfterValidator(grammar.check_debian_name)]
+DebianVersion = Annotated[str, AfterValidator(grammar.check_debian_version)]
+StageName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")]
+Sha256 = Annotated[str, AfterValidator(grammar.check_sha256)]
+
+
+def _content_digest(value: str) -> str:
+    if value.startswith("sha256:"):
+        return grammar.check_digest(value)
+    return grammar.check_image_ref(value)
+
+
 class LockedBase(_Strict):
-    image: str
+    image: ImageRef
     # Bootstrapped bases: the digest of the root filesystem layer mmdebstrap produced.
     # Registry bases: the repository digest (name@sha256:...) the tag pointed at.
-    content_digest: str
-    bootstrap: dict[str, Any] | None = None
+    content_digest: Annotated[str, AfterValidator(_content_digest)]
+    bootstrap: dict[str, Any] | None = Field(None, max_length=16)
 
 
 class PipPin(_Strict):
-    name: str
-    version: str
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    file: str  # the file the hash is of, for people reading the lock
+    name: Annotated[str, AfterValidator(grammar.check_python_name)]
+    version: Annotated[str, AfterValidator(grammar.check_pep440)]
+    sha256: Sha256
+    file: Annotated[str, AfterValidator(grammar.check_file_name)]  # what the hash is of
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.name}=={self.version} --hash=sha256:{self.sha256}"
+
+
+class LockedTarball(_Strict):
+    url: Annotated[str, AfterValidator(grammar.check_http_url)]
+    sha256: Sha256
 
     @property
     def requirement(self) -> str:
@@ -64,12 +89,18 @@ class PipPin(_Strict):
 
 class Lock(_Strict):
     lock_version: int = LOCK_VERSION
-    recipe: str
-    inputs_sha256: str  # what was resolved; a different value means the lock is stale
+    recipe: Annotated[str, AfterValidator(grammar.check_text)]
+    inputs_sha256: Sha256  # what was resolved; a different value means the lock is stale
     base: LockedBase
-    apt: dict[str, dict[str, str]] = {}  # stage -> package -> exact version
-    pip: dict[str, list[PipPin]] = {}  # pip stage -> pins, installed with --no-deps
-    tarballs: dict[str, dict[str, str]] = {}  # name -> {url, sha256}
+    # stage -> package -> exact version
+    apt: dict[StageName, Annotated[dict[DebianName, DebianVersion], Field(max_length=5000)]] = (
+        Field({}, max_length=16)
+    )
+    # pip stage -> pins, installed with --no-deps
+    pip: dict[StageName, Annotated[list[PipPin], Field(max_length=2000)]] = Field(
+        {}, max_length=16
+    )
+    tarballs: dict[StageName, LockedTarball] = Field({}, max_length=16)  # name -> url, sha256
 
     @property
     def counts(self) -> tuple[int, int]:
@@ -151,13 +182,9 @@ def dump_lock(lock: Lock, recipe_path: Path) -> str:
 def read_lock(path: Path) -> Lock:
     """Parse and validate a lock file; one line naming the file and field on error."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise LockError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise LockError(f"{path}: not valid YAML{where}") from None
+        data = read_user_yaml(path)
+    except UserYamlError as exc:
+        raise LockError(f"{path}: {exc}") from None
     if not isinstance(data, dict):
         raise LockError(f"{path}: not an imagekit lock file (expected a mapping)")
     if data.get("lock_version") != LOCK_VERSION:
@@ -404,7 +431,7 @@ def flat_versions(lock: Lock | None) -> dict[str, str]:
     for pins in lock.pip.values():
         versions.update({f"pip:{p.name}": p.version for p in pins})
     for name, tarball in lock.tarballs.items():
-        versions[f"tarball:{name}"] = tarball["sha256"]
+        versions[f"tarball:{name}"] = tarball.sha256
     return versions
 
 

@@ -8,11 +8,10 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from imagekit import schema_errors
-from imagekit.datafiles import DuplicateKeyError, StrictLoader, data_yaml
+from imagekit.datafiles import UserYamlError, data_yaml, read_user_yaml
 from imagekit.errors import UsageError
 
 
@@ -112,14 +111,18 @@ def load_profile(name_or_path: str) -> Profile:
             f"built in: {', '.join(profiles)}, or a .yaml file"
         )
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictLoader) or {}  # noqa: S506
-        return Profile(name=data.pop("name", path.stem), **data)
-    except FileNotFoundError:
-        raise UsageError(f"--profile {path}: no such file") from None
-    except DuplicateKeyError as exc:
+        data = read_user_yaml(path)
+    except UserYamlError as exc:
         raise UsageError(f"--profile {path}: {exc}") from None
-    except (yaml.YAMLError, TypeError) as exc:
-        raise UsageError(f"--profile {path}: not a profile mapping: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict) or not all(isinstance(key, str) for key in data):
+        raise UsageError(
+            f"--profile {path}: a profile file is a mapping of names to values, "
+            f"got {type(data).__name__}"
+        )
+    try:
+        return Profile(name=data.pop("name", path.stem), **data)
     except ValidationError as exc:
         problems = schema_errors.problems(exc, Profile)
         raise UsageError(f"--profile {path}: {schema_errors.one_line(problems)}") from None

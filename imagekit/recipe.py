@@ -13,7 +13,7 @@ import string
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from packaging.version import InvalidVersion, Version
+from imagekit import grammar
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -27,20 +27,12 @@ from pydantic import (
 # Value types
 
 
-def _pep440(value: str) -> str:
-    try:
-        Version(value)
-    except InvalidVersion:
-        raise ValueError(f"{value!r} is not a valid version (PEP 440, e.g. 2.1.2)") from None
-    return value
-
-
 def _dotted(parts: int):
     """A numeric version with 2..`parts` components, like 12.2 or 12.2.2."""
-    pattern = re.compile(r"^\d+(\.\d+){1,%d}$" % (parts - 1))  # noqa: UP031
+    pattern = re.compile(r"\d+(\.\d+){1,%d}" % (parts - 1))  # noqa: UP031
 
     def check(value: str) -> str:
-        if not pattern.match(value):
+        if not pattern.fullmatch(value):
             raise ValueError(f"{value!r} is not a version like {'.'.join(['12'] * parts)}")
         return value
 
@@ -48,23 +40,29 @@ def _dotted(parts: int):
 
 
 def _python_minor(value: str) -> str:
-    if not re.match(r"^3\.\d{1,2}$", value):
+    if not re.fullmatch(r"3\.\d{1,2}", value):
         raise ValueError(f"{value!r} is not a Python minor version like 3.11")
     return value
 
 
-def _sha256(value: str) -> str:
-    if not re.match(r"^[0-9a-f]{64}$", value):
-        raise ValueError("must be 64 lowercase hex digits (a sha256)")
-    return value
-
-
-PipVersion = Annotated[str, AfterValidator(_pep440)]
+PipVersion = Annotated[str, AfterValidator(grammar.check_pep440)]
 CudaVersion = Annotated[str, AfterValidator(_dotted(3))]
 PythonVersion = Annotated[str, AfterValidator(_python_minor)]
-Sha256 = Annotated[str, AfterValidator(_sha256)]
+Sha256 = Annotated[str, AfterValidator(grammar.check_sha256)]
+HttpUrl = Annotated[str, AfterValidator(grammar.check_http_url)]
+ImageRef = Annotated[str, AfterValidator(grammar.check_image_ref)]
+AptPackage = Annotated[str, AfterValidator(grammar.check_apt_package)]
+PipRequirement = Annotated[str, AfterValidator(grammar.check_requirement)]
+EnvName = Annotated[str, AfterValidator(grammar.check_env_name)]
+OpName = Annotated[str, AfterValidator(grammar.check_op_name)]
+Tag = Annotated[str, AfterValidator(grammar.check_tag)]
+McaKey = Annotated[str, AfterValidator(grammar.check_mca_key)]
 # Scalars in YAML (ports, "1", on/off) are written as strings into config files.
-ConfigValue = Annotated[str | int, AfterValidator(str)]
+McaValue = Annotated[str | int, AfterValidator(lambda v: grammar.check_mca_value(str(v)))]
+EnvValue = Annotated[str | int, AfterValidator(lambda v: grammar.check_text(str(v)))]
+Description = Annotated[
+    str, AfterValidator(lambda v: grammar.check_text(v, newline_ok=True))
+]
 
 
 class Model(BaseModel):
@@ -81,7 +79,7 @@ class Bootstrap(Model):
     """A Debian base made locally with mmdebstrap: no registry needed, reproducible."""
 
     suite: Literal["bookworm", "trixie"] = Field(description="Debian suite to bootstrap")
-    mirror: str = Field("http://deb.debian.org/debian", description="Debian mirror URL")
+    mirror: HttpUrl = Field("http://deb.debian.org/debian", description="Debian mirror URL")
     epoch: int = Field(1700000000, ge=0, description="SOURCE_DATE_EPOCH for a byte-identical base")
     components: tuple[Literal["main", "contrib", "non-free", "non-free-firmware"], ...] = Field(
         ("main",),
@@ -102,7 +100,7 @@ class Bootstrap(Model):
 class Base(Model):
     """Exactly one of `image` (a registry reference) or `bootstrap` (a local Debian)."""
 
-    image: str | None = Field(None, description="Base image reference, e.g. nvidia/cuda:...")
+    image: ImageRef | None = Field(None, description="Base image reference, e.g. nvidia/cuda:...")
     bootstrap: Bootstrap | None = None
 
     @model_validator(mode="after")
@@ -114,7 +112,9 @@ class Base(Model):
 
 class Distro(Model):
     name: Literal["debian", "ubuntu"]
-    version: str = Field(description='Release number as in tags: "12", "22.04"')
+    version: str = Field(
+        description='Release number as in tags: "12", "22.04"', pattern=r"^[0-9]{1,4}(\.[0-9]{1,4})?$"
+    )
 
 
 class Cuda(Model):
@@ -140,7 +140,7 @@ class Python(Model):
 class OpenMPI(Model):
     version: CudaVersion = Field(description="Open MPI version, e.g. 4.1.4")
     source: Literal["distro", "tarball"] = "distro"
-    url: str | None = Field(None, description="Source tarball URL (source: tarball)")
+    url: HttpUrl | None = Field(None, description="Source tarball URL (source: tarball)")
     sha256: Sha256 | None = None
 
     @model_validator(mode="after")
@@ -165,7 +165,7 @@ class Torch(Model):
         description="Wheel build tag: cpu, or the CUDA tag such as cu121",
         pattern=r"^(cpu|cu\d{3,4})$",
     )
-    index_url: str | None = Field(None, description="PyTorch wheel index (e.g. .../whl/cu121)")
+    index_url: HttpUrl | None = Field(None, description="PyTorch wheel index (e.g. .../whl/cu121)")
     source: Literal["pip", "distro"] = Field(
         "pip",
         description="pip: PyTorch's wheel; distro: the distro's python3-torch (Debian 13: "
@@ -183,8 +183,9 @@ class Torch(Model):
 
 class DeepSpeed(Model):
     version: PipVersion
-    prebuild_ops: tuple[str, ...] = Field(
+    prebuild_ops: tuple[OpName, ...] = Field(
         (),
+        max_length=64,
         description="DeepSpeed op builders compiled at build time so ranks do not JIT on start",
     )
     cuda_arch_list: str = Field(
@@ -195,8 +196,8 @@ class DeepSpeed(Model):
 
 
 class Packages(Model):
-    apt: tuple[str, ...] = ()
-    pip: tuple[str, ...] = ()
+    apt: tuple[AptPackage, ...] = Field((), max_length=grammar.MAX_ITEMS)
+    pip: tuple[PipRequirement, ...] = Field((), max_length=grammar.MAX_ITEMS)
 
 
 class Ssh(Model):
@@ -234,8 +235,9 @@ DEFAULT_MCA: dict[str, str] = {
 
 class Mpi(Model):
     allow_run_as_root: bool = True
-    mca: dict[str, ConfigValue] = Field(
+    mca: dict[McaKey, McaValue] = Field(
         default_factory=lambda: dict(DEFAULT_MCA),
+        max_length=grammar.MAX_ITEMS,
         description="Written to openmpi-mca-params.conf (L4-L10)",
     )
 
@@ -245,27 +247,46 @@ TAG_FIELDS = ("release", "accel", "py", "cuda", "os")
 
 class Image(Model):
     name: str = Field(pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
-    release: str = Field(description='Release string at the front of the tag, e.g. "23.08"')
+    release: str = Field(
+        description='Release string at the front of the tag, e.g. "23.08"',
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$",
+    )
     tag: str = Field(
         "{release}-{accel}-{py}-{cuda}-{os}",
+        max_length=128,
         description="Tag template; fields: " + ", ".join(TAG_FIELDS),
     )
-    moving_tags: tuple[str, ...] = Field((), description="Extra tags moved on publish")
+    moving_tags: tuple[Tag, ...] = Field(
+        (), max_length=64, description="Extra tags moved on publish"
+    )
 
     @field_validator("tag")
     @classmethod
     def _known_tag_fields(cls, tag: str) -> str:
-        for name in tag_fields(tag):
+        try:
+            parts = list(string.Formatter().parse(tag))
+        except ValueError as exc:  # an unmatched brace
+            raise ValueError(f"not a tag template: {exc}") from None
+        for literal, name, spec, conversion in parts:
+            if not re.fullmatch(r"[A-Za-z0-9_.-]*", literal):
+                raise ValueError(
+                    f"{literal!r}: a tag template's text is letters, digits, '_', '.', '-'"
+                )
+            if name is None:
+                continue
             if name not in TAG_FIELDS:
                 near = difflib.get_close_matches(name, TAG_FIELDS, n=1, cutoff=0.5)
                 hint = f" (did you mean {{{near[0]}}}?)" if near else ""
                 raise ValueError(f"unknown tag field {{{name}}}{hint}")
+            if spec or conversion:
+                # `{release:>999999999}` would allocate gigabytes: fields are plain.
+                raise ValueError(f"tag field {{{name}}} takes no format spec or conversion")
         return tag
 
 
 class Recipe(Model):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
-    description: str = ""
+    description: Description = ""
     base: Base
     distro: Distro
     cuda: Cuda | None = None
@@ -275,8 +296,8 @@ class Recipe(Model):
     torch: Torch
     deepspeed: DeepSpeed
     packages: Packages = Packages()
-    env: dict[str, ConfigValue] = {}
-    env_not_secret: tuple[str, ...] = Field(
+    env: dict[EnvName, EnvValue] = Field({}, max_length=grammar.MAX_ITEMS)
+    env_not_secret: tuple[EnvName, ...] = Field(
         (), description="env names that sound secret but are not (e.g. TOKENIZERS_PARALLELISM)"
     )
     ssh: Ssh = Ssh()

@@ -28,6 +28,7 @@ from imagekit.loader import load_recipe
 from imagekit.lockfile import (
     Lock,
     LockedBase,
+    LockedTarball,
     apply_lock,
     apt_preferences,
     apt_stage_pins,
@@ -86,7 +87,7 @@ def lock_recipe(
     constraints = tuple(pip_constraints(earlier, plan)) if earlier else ()
     pip = _resolve_pip(apply_lock(plan, partial), engine, inputs, report, constraints)
     tarballs = (
-        {"openmpi": {k: plan.openmpi_tarball[k] for k in ("url", "sha256")}}
+        {"openmpi": LockedTarball(**{k: plan.openmpi_tarball[k] for k in ("url", "sha256")})}
         if plan.openmpi_tarball
         else {}
     )
