@@ -323,7 +323,7 @@ def test_build_locked_without_lock_is_one_line_exit_14(capsys, tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("lock_version: 1\nrecipe: [\n", "line 3, column 1: malformed YAML"),
+        ("lock_version: 1\nrecipe: [\n", "line 3, column 1: malformed YAML: did not find expected node content"),
         ("- a\n", "not an imagekit lock file (expected a mapping)"),
         ("lock_version: 7\n", "lock_version 7 is not 1; run `imagekit lock --upgrade`"),
         (None, "apt.system.bash: Input should be a valid string (got list [1])"),
