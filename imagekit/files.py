@@ -74,12 +74,42 @@ def write_tree(
     """A directory of text files, written atomically: into a sibling temp dir, then swapped
     into place, so `out_dir` holds the old tree or the new one, never half of each. `*.sh`
     files are executable; `modes` overrides; `fill(tmp)` adds anything else before the swap."""
-    out_dir = Path(out_dir)
+    out_dir = Path(os.path.abspath(out_dir))  # `-o .` has a name and a parent to swap in
+    _check_replaceable(out_dir)
+    files = {**files, TREE_MARKER: TREE_MARKER_TEXT}
     with _writing(out_dir):
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
         _fill_and_swap(files, modes, out_dir, tmp, fill)
     return out_dir
+
+
+# Every tree write_tree writes holds this file: a directory is replaced whole only when it is
+# empty or holds it, so `-o DIR` naming a directory of the user's never deletes what it holds.
+TREE_MARKER = ".imagekit-tree"
+TREE_MARKER_TEXT = "Written by imagekit; the next write replaces this directory whole.\n"
+# Renders written before the marker existed: their Dockerfile's first words.
+_LEGACY_RENDER_HEADS = ("# Rendered by imagekit", "# Rendered by `imagekit adapt`")
+
+
+def _check_replaceable(out_dir: Path) -> None:
+    if out_dir == out_dir.parent:
+        raise OutputError(f"cannot write {out_dir}: not a directory imagekit can replace")
+    if not out_dir.exists() and not out_dir.is_symlink():
+        return
+    if out_dir.is_symlink() or not out_dir.is_dir():
+        raise OutputError(f"cannot write {out_dir}: it exists and is not a directory")
+    try:
+        if (out_dir / TREE_MARKER).is_file() or not any(out_dir.iterdir()):
+            return
+        head = (out_dir / "Dockerfile").read_text(encoding="utf-8", errors="replace")[:40]
+    except OSError:
+        head = ""
+    if not head.startswith(_LEGACY_RENDER_HEADS):
+        raise OutputError(
+            f"cannot write {out_dir}: it holds files imagekit did not write, and writing "
+            "replaces the directory whole; choose a new or empty directory"
+        )
 
 
 def _fill_and_swap(

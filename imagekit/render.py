@@ -15,7 +15,7 @@ import jinja2
 
 from imagekit import rendercache
 from imagekit.errors import RecipeError, StaleRenderError
-from imagekit.files import write_tree
+from imagekit.files import TREE_MARKER, write_tree
 from imagekit.loader import validate
 from imagekit.lockfile import lock_path
 from imagekit.ompi import OPERATOR_HOSTFILE
@@ -232,7 +232,11 @@ def stale_files(context: Context, committed: Path) -> list[str]:
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             stale.append(rel)
     if committed.is_dir():
-        on_disk = {p.relative_to(committed).as_posix() for p in committed.rglob("*") if p.is_file()}
+        on_disk = {
+            p.relative_to(committed).as_posix()
+            for p in committed.rglob("*")
+            if p.is_file() and p.name != TREE_MARKER
+        }
         stale.extend(sorted(on_disk - set(context.files)))
     return stale
 

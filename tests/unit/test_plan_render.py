@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.errors import OutputError
 from imagekit.loader import load_recipe
 from imagekit.lockfile import locked_plan
 from imagekit.plan import make_plan
@@ -179,11 +180,32 @@ def test_context_options_shape_only_build_files(tmp_path):
 def test_write_context_replaces_atomically_and_leaves_no_temp(tmp_path):
     plan = plan_of(RECIPES / "deepspeed-cpu.yaml")
     target = tmp_path / "out"
-    target.mkdir()
-    (target / "stale-file").write_text("old")
+    write_context(render_context(plan), target)
+    (target / "stale-file").write_text("old")  # left in a tree imagekit wrote
     write_context(render_context(plan), target)
     assert not (target / "stale-file").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_write_context_never_replaces_a_directory_it_did_not_write(tmp_path, monkeypatch):
+    plan = plan_of(RECIPES / "deepspeed-cpu.yaml")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    with pytest.raises(OutputError, match="holds files imagekit did not write"):
+        write_context(render_context(plan), mine)
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # no temporary left
+    monkeypatch.chdir(mine)  # `render -o .` in a directory of the user's
+    with pytest.raises(OutputError):
+        write_context(render_context(plan), Path("."))
+    assert sorted(p.name for p in mine.iterdir()) == ["thesis.tex"]
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputError, match="not a directory"):
+        write_context(render_context(plan), tmp_path / "file")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert (write_context(render_context(plan), empty) / "Dockerfile").is_file()
 
 
 def test_render_is_deterministic():
