@@ -7,6 +7,8 @@ puts it on disk atomically, so an interrupted render never leaves half a context
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 import jinja2
 
 from imagekit import rendercache
+from imagekit.grammar import control_characters
 from imagekit.errors import RecipeError, StaleRenderError
 from imagekit.files import TREE_MARKER, write_tree
 from imagekit.loader import validate
@@ -60,13 +63,71 @@ class Context:
         return self.files["Dockerfile"]
 
 
-def _dquote(value: object) -> str:
-    """A double-quoted Dockerfile word (ENV/LABEL values)."""
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{text}"'
+# -- escaping by context ----------------------------------------------------------------------
+# The models check every value's grammar (grammar.py); the template layer escapes each value for
+# where it lands, and refuses, as a last line, any raw value that would start a new line. Values
+# an escaping filter made are Escaped and pass as they are.
 
 
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
+class Escaped(str):
+    """Text an escaping filter made for where it lands."""
+
+
+class UnsafeValueError(RecipeError):
+    """A value with a control character reached a template unescaped: it would add a line to
+    a Dockerfile, a script or a config file. The models' grammars should have refused it."""
+
+
+def _refuse_control(value: object) -> object:
+    """Jinja2's `finalize`: every `{{ ... }}` passes here before it is written."""
+    if isinstance(value, Escaped) or value is None:
+        return value
+    text = value if isinstance(value, str) else str(value)
+    if control_characters(text):
+        raise UnsafeValueError(
+            [f"refusing to write {text[:60]!r}: a control character would add a line to a build file"]
+        )
+    return value
+
+
+def _unsafe(value: object) -> str:
+    text = str(value)
+    if control_characters(text):
+        raise UnsafeValueError(
+            [f"refusing to write {text[:60]!r}: a control character would add a line to a build file"]
+        )
+    return text
+
+
+def _dquote(value: object) -> Escaped:
+    """A double-quoted Dockerfile word (ENV/LABEL values): `\\`, `"` and `$` escaped, so
+    Docker neither ends the word nor substitutes build arguments into it."""
+    text = _unsafe(value).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return Escaped(f'"{text}"')
+
+
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./~-]+")
+
+
+def _shell_word(value: object) -> Escaped:
+    """One shell word: as it is when it holds nothing the shell reads, else single-quoted."""
+    text = _unsafe(value)
+    return Escaped(text if _PLAIN_WORD.fullmatch(text) else shlex.quote(text))
+
+
+def _continued(words: object) -> Escaped:
+    """Shell words after a command, one per continued line (apt installs: one diff line a
+    package)."""
+    return Escaped("".join(f" \\\n      {_shell_word(word)}" for word in words))
+
+
+# What the compiled code depends on besides a template's source: Jinja2 compiles `finalize`
+# and the block options into it, and keys its cache by the source alone. Bump the version when
+# the environment's compile options change, or code compiled without them would be reused.
+_COMPILED_WITH = "finalize-v1"
+
+
+def _bytecode_cache(trim_blocks: bool) -> jinja2.BytecodeCache | None:
     """Compiled templates under $XDG_CACHE_HOME/imagekit/templates: compiling them is most of a
     render's time. Jinja2 keys each entry by the template's source checksum, so an entry from
     another imagekit version is never used for a changed template."""
@@ -75,7 +136,8 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None  # a read-only home: compile every time, as without a cache
-    return jinja2.FileSystemBytecodeCache(str(directory))
+    options = f"{_COMPILED_WITH}-{'trim' if trim_blocks else 'keep'}"
+    return jinja2.FileSystemBytecodeCache(str(directory), f"__jinja2_{options}_%s.cache")
 
 
 def template_environment(trim_blocks: bool = False) -> jinja2.Environment:
@@ -83,14 +145,17 @@ def template_environment(trim_blocks: bool = False) -> jinja2.Environment:
     (templates/adapt/): block tags then leave no blank lines behind."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("imagekit", "templates"),
-        bytecode_cache=_bytecode_cache(),
+        bytecode_cache=_bytecode_cache(trim_blocks),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=trim_blocks,
         lstrip_blocks=trim_blocks,
         autoescape=False,  # noqa: S701 - Dockerfiles and config files, not HTML
+        finalize=_refuse_control,
     )
     env.filters["dquote"] = _dquote
+    env.filters["sh"] = _shell_word
+    env.filters["continued"] = _continued
     return env
 
 
