@@ -519,12 +519,12 @@ def adapt(
     ca_bundle: Path | None = None,
 ) -> AdaptResult:
     from imagekit.aptauth import build_through_mirror
-    from imagekit.build import IMAGE_REF, BuildInputs, check_inputs
+    from imagekit.build import BuildInputs, check_inputs, check_tag_flag
     from imagekit.engine import Engine
     from imagekit.events import Message
 
-    if tag is not None and not IMAGE_REF.match(tag):
-        raise UsageError(f"--tag {tag!r}: not a valid image reference ([host/]name[:tag])")
+    if tag is not None:
+        check_tag_flag(tag)
     check_inputs(BuildInputs(apt_mirror=apt_mirror, ca_bundle=ca_bundle))
     engine = Engine.connect()
     before = engine.inspect_image(image)

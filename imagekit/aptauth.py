@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from imagekit import grammar
 from imagekit.errors import BuildError, UsageError
 from imagekit.events import Message, Reporter
 
@@ -70,9 +71,13 @@ class AptMirror:
 
 def parse_mirror(url: str) -> AptMirror:
     """`--apt-mirror URL`, checked, with any user:password taken out of it."""
+    try:
+        grammar.check_http_url(url)
+    except ValueError:
+        raise UsageError(
+            f"--apt-mirror {grammar.shown(_masked(url))}: not an http(s) URL"
+        ) from None
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--apt-mirror {_masked(url)}: not an http(s) URL")
     if parts.username is None:
         return AptMirror(url)
     netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"

@@ -15,26 +15,20 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from imagekit import grammar
 from imagekit.aptauth import build_through_mirror, parse_mirror
 from imagekit.aptauth import display as display_url  # credentials masked
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.credentials import find as find_credentials
 from imagekit.credentials import secret_name
-from imagekit.engine import REF_COMPONENT, REF_TAG, Engine, Message, Reporter
+from imagekit.engine import Engine, Message, Reporter
 from imagekit.errors import BuildError, LockError, UsageError
 from imagekit.loader import load_recipe
 from imagekit.lockfile import LockState, locked_plan
 from imagekit.normalize import Normalized, normalize_image
 from imagekit.plan import Plan
 from imagekit.render import ContextOptions, render_context, write_context
-
-IMAGE_REF = re.compile(
-    r"^(?:[a-zA-Z0-9.-]+(?::\d+)?/)?"  # optional registry host[:port]/
-    rf"{REF_COMPONENT}(?:/{REF_COMPONENT})*"  # repository path
-    rf"(?::{REF_TAG})?$"  # optional :tag
-)
 
 
 @dataclass(frozen=True)
@@ -89,12 +83,14 @@ def check_inputs(inputs: BuildInputs) -> None:
     indexes = [("--index-url", inputs.index_url)] if inputs.index_url else []
     indexes += [("--extra-index-url", url) for url in inputs.extra_index_urls]
     for flag, url in indexes:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            grammar.check_http_url(url)
+        except ValueError:
             # pip runs inside the build: a path or file:// URL of this machine is not there.
+            # A newline would add a key to pip.conf.
             raise UsageError(
-                f"{flag} {display_url(url)}: not an http(s) URL (local wheels: --wheelhouse)"
-            )
+                f"{flag} {grammar.shown(display_url(url))}: not an http(s) URL (local wheels: --wheelhouse)"
+            ) from None
     if inputs.wheelhouse is not None:
         wh = inputs.wheelhouse
         if not wh.is_dir():
@@ -105,9 +101,26 @@ def check_inputs(inputs: BuildInputs) -> None:
         raise UsageError(f"--ssh-keys {inputs.ssh_keys}: no such directory")
 
 
+# Build arguments the Dockerfile gives meaning to: each has its own checked flag, and a
+# `--build-arg` would reach the build around that check.
+OWN_BUILD_ARGS = {
+    "APT_MIRROR": "--apt-mirror",
+    "APT_AUTH_URL": "--apt-mirror (its credentials)",
+    "APT_CA_URL": "--ca-bundle",
+    "SOURCE_DATE_EPOCH": "--source-date-epoch",
+}
+
+
 def check_options(options: BuildOptions) -> None:
     check_inputs(options.inputs)
     for key, value in options.build_args.items():
+        if key in OWN_BUILD_ARGS:
+            raise UsageError(f"--build-arg {key}: imagekit sets it; use {OWN_BUILD_ARGS[key]}")
+        try:
+            grammar.check_env_name(key)
+            grammar.check_text(value)
+        except ValueError as exc:
+            raise UsageError(f"--build-arg {grammar.shown(key)}: {exc}") from None
         # The legacy builder writes every build argument a RUN sees into the image history.
         if secret_name(key) or find_credentials(value):
             raise UsageError(
@@ -116,8 +129,17 @@ def check_options(options: BuildOptions) -> None:
                 "run time"
             )
     for tag in options.tags:
-        if not IMAGE_REF.match(tag):
-            raise UsageError(f"--tag {tag!r}: not a valid image reference ([host/]name[:tag])")
+        check_tag_flag(tag)
+
+
+def check_tag_flag(tag: str) -> None:
+    """`--tag`: an image reference to tag with, by the one grammar (grammar.IMAGE_REF)."""
+    try:
+        grammar.check_tag_ref(tag)
+    except ValueError:
+        raise UsageError(
+            f"--tag {grammar.quoted(tag)}: not a valid image reference ([host/]name[:tag])"
+        ) from None
 
 
 def context_options(inputs: BuildInputs, plan: Plan | None = None) -> ContextOptions:

@@ -477,7 +477,7 @@ def _env_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[str, str], ...
     pairs = []
     for item in values:
         name, sep, value = item.partition("=")
-        if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise click.BadParameter(f"{item!r} is not VAR=VALUE", ctx=ctx, param=param)
         pairs.append((name, value))
     return tuple(pairs)
@@ -507,7 +507,13 @@ def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], .
 @click.option(
     "--port", type=click.IntRange(1, 65535), help="ssh port, when the image's ssh_config lacks it."
 )
-@click.option("--timeout", default=600, show_default=True, help="Seconds the command may run.")
+@click.option(
+    "--timeout",
+    default=600,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Seconds the command may run.",
+)
 @click.option("--shm-size", default="1g", show_default=True, help="/dev/shm per container.")
 @click.option(
     "--copy",
@@ -594,7 +600,13 @@ def smoke(image: str, profile: str | None, **kw) -> None:
     type=click.Choice(["4", "5"]),
     help="The image's Open MPI major (default: from --recipe, else 4); 5 uses PRRTE's names.",
 )
-@click.option("--timeout", default=3600, show_default=True, help="mpirun -timeout seconds (L10).")
+@click.option(
+    "--timeout",
+    default=3600,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="mpirun -timeout seconds (L10).",
+)
 @click.option("--workdir", help="-wdir for every rank (L11).")
 @click.option(
     "--format",

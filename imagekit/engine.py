@@ -776,12 +776,6 @@ def _until_heard(ask: Callable[[], tuple]) -> tuple:
     return answer
 
 
-# An image reference's parts as the distribution spec spells them, for every flag taking one:
-# a path component of a repository name, and a tag.
-REF_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-REF_TAG = r"[\w][\w.-]{0,127}"
-
-
 def split_ref(ref: str) -> tuple[str, str]:
     """'host:5000/a/b:tag' -> ('host:5000/a/b', 'tag')"""
     name, sep, tag = ref.rpartition(":")

@@ -43,17 +43,25 @@ def _shape(pattern: str, what: str, max_len: int = MAX_WORD):
         if len(value) > max_len:
             raise ValueError(f"longer than {max_len} characters")
         if not compiled.fullmatch(value):
-            raise ValueError(f"{_shown(value)} is not {what}")
+            raise ValueError(f"{quoted(value)} is not {what}")
         return value
 
     check.__doc__ = f"{what}: {pattern}"
     return check
 
 
-def _shown(value: str, limit: int = 60) -> str:
+def quoted(value: str, limit: int = 60) -> str:
     """A value as an error shows it: repr (so a newline reads \\n), cut short."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 4] + "...'"
+
+
+def shown(value: str, limit: int = 80) -> str:
+    """A flag's value in a one-line error: as typed when it is short and printable, else as
+    `_shown` writes it (a newline in it must not start a second line of the error)."""
+    if len(value) <= limit and not control_characters(value):
+        return value
+    return quoted(value, limit)
 
 
 # -- Debian -----------------------------------------------------------------------------------
@@ -85,7 +93,7 @@ def check_pep440(value: str) -> str:
     try:
         Version(value)
     except InvalidVersion:
-        raise ValueError(f"{_shown(value)} is not a valid version (PEP 440, e.g. 2.1.2)") from None
+        raise ValueError(f"{quoted(value)} is not a valid version (PEP 440, e.g. 2.1.2)") from None
     return value
 
 
@@ -96,12 +104,12 @@ def check_requirement(value: str) -> str:
     if len(value) > MAX_WORD:
         raise ValueError(f"longer than {MAX_WORD} characters")
     if control_characters(value) or value != value.strip():
-        raise ValueError(f"{_shown(value)}: a requirement is one line with no control characters")
+        raise ValueError(f"{quoted(value)}: a requirement is one line with no control characters")
     try:
         Requirement(value)
     except InvalidRequirement as exc:
         first = str(exc).splitlines()[0]
-        raise ValueError(f"{_shown(value)} is not a PEP 508 requirement: {first}") from None
+        raise ValueError(f"{quoted(value)} is not a PEP 508 requirement: {first}") from None
     return value
 
 
@@ -122,7 +130,7 @@ def check_text(value: str, max_len: int = MAX_TEXT, newline_ok: bool = False) ->
     if len(value) > max_len:
         raise ValueError(f"longer than {max_len} characters")
     if control_characters(value, newline_ok=newline_ok):
-        raise ValueError(f"{_shown(value)} holds a control character")
+        raise ValueError(f"{quoted(value)} holds a control character")
     return value
 
 
@@ -137,16 +145,16 @@ def check_http_url(value: str) -> str:
         raise ValueError(f"longer than {MAX_WORD} characters")
     if not _URL_CHARS.fullmatch(value):
         raise ValueError(
-            f"{_shown(value)} is not an http(s) URL (no spaces, quotes, '#', '$', '\\' or "
+            f"{quoted(value)} is not an http(s) URL (no spaces, quotes, '#', '$', '\\' or "
             "control characters; percent-encode them)"
         )
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError on a port out of range
     except ValueError:
-        raise ValueError(f"{_shown(value)} is not a valid URL") from None
+        raise ValueError(f"{quoted(value)} is not a valid URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{_shown(value)} is not an http(s) URL (http://HOST/...)")
+        raise ValueError(f"{quoted(value)} is not an http(s) URL (http://HOST/...)")
     return value
 
 
@@ -161,13 +169,15 @@ IMAGE_REF = re.compile(
     rf"(?::(?P<tag>{REF_TAG}))?"
     r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?"
 )
-check_tag = _shape(REF_TAG, "a tag (letters, digits, '_', '.', '-'; at most 128, not '.'/'-' first)")
+check_tag = _shape(
+    REF_TAG, "a tag (letters, digits, '_', '.', '-'; at most 128, not '.'/'-' first)"
+)
 
 
 def check_image_ref(value: str) -> str:
     """[host[:port]/]name[:tag][@sha256:digest]: one parser for every image reference."""
     if len(value) > 255 or not IMAGE_REF.fullmatch(value):
-        raise ValueError(f"{_shown(value)} is not an image reference ([host/]name[:tag][@digest])")
+        raise ValueError(f"{quoted(value)} is not an image reference ([host/]name[:tag][@digest])")
     return value
 
 
@@ -175,7 +185,7 @@ def check_tag_ref(value: str) -> str:
     """An image reference to tag with: no digest (a digest names content, not a tag)."""
     check_image_ref(value)
     if "@" in value:
-        raise ValueError(f"{_shown(value)}: a digest cannot be a tag")
+        raise ValueError(f"{quoted(value)}: a digest cannot be a tag")
     return value
 
 

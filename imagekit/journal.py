@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-CONTAINER_ID = re.compile(r"^[0-9a-f]{12,64}$")
+CONTAINER_ID = re.compile(r"[0-9a-f]{12,64}")
 
 
 def directory() -> Path:
@@ -20,7 +20,7 @@ def directory() -> Path:
 
 def record(container_id: str, why: str) -> None:
     """Best effort: a journal that cannot be written must not hide the error at hand."""
-    if not CONTAINER_ID.match(container_id):
+    if not CONTAINER_ID.fullmatch(container_id):
         return
     try:
         directory().mkdir(parents=True, exist_ok=True)
@@ -34,7 +34,7 @@ def recorded() -> dict[str, str]:
     found = {}
     if directory().is_dir():
         for path in directory().iterdir():
-            if CONTAINER_ID.match(path.name):
+            if CONTAINER_ID.fullmatch(path.name):
                 found[path.name] = path.read_text(encoding="utf-8", errors="replace").strip()
     return found
 

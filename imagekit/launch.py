@@ -9,6 +9,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from imagekit import grammar
 from imagekit.errors import UsageError
 from imagekit.ompi import OMPI5_MCA_RENAMES, OPERATOR_HOSTFILE
 
@@ -654,17 +655,21 @@ def _replicated_job(
 
 
 # A Kubernetes quantity as a memory size: 1Gi, 512Mi, 1G, 1.5Gi, 1073741824 (not 1GB, 1g).
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+QUANTITY = re.compile(r"[0-9]{1,20}(\.[0-9]{1,20})?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
 
 
 def _job_options(name: str, gpus_per_worker: int, shm_size: str) -> None:
     """What the API server would refuse at `kubectl apply`, refused here, naming the flag."""
-    if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) or len(name) > 63:
-        raise UsageError(f"--name {name}: not a Kubernetes name (lowercase, digits, '-')")
+    if len(name) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name):
+        raise UsageError(
+            f"--name {grammar.shown(name)}: not a Kubernetes name (lowercase, digits, '-')"
+        )
     if gpus_per_worker < 0:
         raise UsageError(f"--gpus-per-worker {gpus_per_worker}: must be 0 or more")
-    if not QUANTITY.match(shm_size):
-        raise UsageError(f"--shm-size {shm_size}: not a Kubernetes quantity (e.g. 1Gi, 512Mi)")
+    if not QUANTITY.fullmatch(shm_size):
+        raise UsageError(
+            f"--shm-size {grammar.shown(shm_size)}: not a Kubernetes quantity (e.g. 1Gi, 512Mi)"
+        )
 
 
 # -- the commands' entry points (`imagekit mpirun`, `imagekit mpijob`) ---------------------------

@@ -97,9 +97,7 @@ class Lock(_Strict):
         Field({}, max_length=16)
     )
     # pip stage -> pins, installed with --no-deps
-    pip: dict[StageName, Annotated[list[PipPin], Field(max_length=2000)]] = Field(
-        {}, max_length=16
-    )
+    pip: dict[StageName, Annotated[list[PipPin], Field(max_length=2000)]] = Field({}, max_length=16)
     tarballs: dict[StageName, LockedTarball] = Field({}, max_length=16)  # name -> url, sha256
 
     @property

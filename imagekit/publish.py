@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from imagekit.engine import REF_COMPONENT, REF_TAG, Engine, Message, Reporter, split_ref
+from imagekit.engine import Engine, Message, Reporter, split_ref
 from imagekit.errors import (
     PublishAuthError,
     PublishError,
@@ -24,6 +24,7 @@ from imagekit.errors import (
     UsageError,
 )
 from imagekit.files import write_json_atomic
+from imagekit.grammar import REF_COMPONENT, REF_TAG
 from imagekit.plan import LABEL_PREFIX
 from imagekit.registry import RegistryClient
 
@@ -87,17 +88,16 @@ def check_report_verdict(report: Path | None, image_id: str, required: bool) -> 
 
 # host[:port][/namespace...], as a Docker reference spells it: no scheme, no credentials.
 _REGISTRY = re.compile(
-    r"^(?P<host>[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?)(?::(?P<port>[0-9]{1,5}))?"
-    rf"(?:/{REF_COMPONENT})*$"
+    r"(?P<host>[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?)(?::(?P<port>[0-9]{1,5}))?"
+    rf"(?:/{REF_COMPONENT})*"
 )
-_TAG = re.compile(rf"^{REF_TAG}$")
 
 
 def check_options(options: PublishOptions) -> str:
     """The registry without a trailing slash, once every flag is one the push can use:
     bad input is one line and exit 2 before the engine or the registry is asked anything."""
     registry = options.registry.rstrip("/")
-    match = _REGISTRY.match(registry)
+    match = _REGISTRY.fullmatch(registry)
     if match is None or (match["port"] and not 0 < int(match["port"]) < 65536):
         scheme = " (no scheme: imagekit speaks https, and http to a registry on this machine)"
         raise UsageError(
@@ -106,7 +106,7 @@ def check_options(options: PublishOptions) -> str:
         )
     for flag, tags in (("--tag", options.tags), ("--moving-tag", options.moving_tags)):
         for tag in tags:
-            if not _TAG.match(tag):
+            if not re.fullmatch(REF_TAG, tag):
                 raise UsageError(
                     f"{flag} {tag!r}: not a valid tag (letters, digits, '_', '.', '-'; "
                     "at most 128, not starting with '.' or '-')"

@@ -13,7 +13,6 @@ import string
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from imagekit import grammar
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -22,6 +21,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from imagekit import grammar
 
 # ---------------------------------------------------------------------------
 # Value types
@@ -60,9 +61,7 @@ McaKey = Annotated[str, AfterValidator(grammar.check_mca_key)]
 # Scalars in YAML (ports, "1", on/off) are written as strings into config files.
 McaValue = Annotated[str | int, AfterValidator(lambda v: grammar.check_mca_value(str(v)))]
 EnvValue = Annotated[str | int, AfterValidator(lambda v: grammar.check_text(str(v)))]
-Description = Annotated[
-    str, AfterValidator(lambda v: grammar.check_text(v, newline_ok=True))
-]
+Description = Annotated[str, AfterValidator(lambda v: grammar.check_text(v, newline_ok=True))]
 
 
 class Model(BaseModel):
@@ -113,7 +112,8 @@ class Base(Model):
 class Distro(Model):
     name: Literal["debian", "ubuntu"]
     version: str = Field(
-        description='Release number as in tags: "12", "22.04"', pattern=r"^[0-9]{1,4}(\.[0-9]{1,4})?$"
+        description='Release number as in tags: "12", "22.04"',
+        pattern=r"^[0-9]{1,4}(\.[0-9]{1,4})?$",
     )
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import jinja2
 
 from imagekit import rendercache
-from imagekit.grammar import control_characters
 from imagekit.errors import RecipeError, StaleRenderError
 from imagekit.files import TREE_MARKER, write_tree
+from imagekit.grammar import control_characters
 from imagekit.loader import validate
 from imagekit.lockfile import lock_path
 from imagekit.ompi import OPERATOR_HOSTFILE
@@ -85,7 +85,9 @@ def _refuse_control(value: object) -> object:
     text = value if isinstance(value, str) else str(value)
     if control_characters(text):
         raise UnsafeValueError(
-            [f"refusing to write {text[:60]!r}: a control character would add a line to a build file"]
+            [
+                f"refusing to write {text[:60]!r}: a control character would add a line to a build file"
+            ]
         )
     return value
 
@@ -94,7 +96,9 @@ def _unsafe(value: object) -> str:
     text = str(value)
     if control_characters(text):
         raise UnsafeValueError(
-            [f"refusing to write {text[:60]!r}: a control character would add a line to a build file"]
+            [
+                f"refusing to write {text[:60]!r}: a control character would add a line to a build file"
+            ]
         )
     return text
 

@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from imagekit import grammar
 from imagekit.datafiles import data_text
 from imagekit.engine import KEEPALIVE, Container, Engine, Log, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
@@ -223,13 +224,13 @@ def running_openmpi_major(launcher: Container) -> int:
 
 # A size as `docker run --shm-size` takes it (go-units' RAMInBytes): a number, an optional
 # space, a binary unit with an optional i and b ("1g", "1 GB", "1Gi", "512m"), or bytes.
-DOCKER_SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?) ?(?:([kmgtp])i?)?b?$", re.IGNORECASE)
+DOCKER_SIZE = re.compile(r"([0-9]{1,20}(?:\.[0-9]{1,20})?) ?(?:([kmgtp])i?)?b?", re.IGNORECASE)
 BINARY_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
 
 def size_in_bytes(text: str) -> int | None:
     """`--shm-size` in bytes, as the engine gets it; None when `text` is not a size."""
-    found = DOCKER_SIZE.match(text.strip())
+    found = DOCKER_SIZE.fullmatch(text.strip(" "))
     if found is None:
         return None
     number, unit = found.groups()
@@ -246,7 +247,9 @@ def check_options(options: SmokeOptions) -> None:
     if options.operator not in OPERATORS:
         raise UsageError(f"--operator {options.operator}: must be one of {', '.join(OPERATORS)}")
     if not size_in_bytes(options.shm_size):
-        raise UsageError(f"--shm-size {options.shm_size}: not a size like 1g, 512m or 1073741824")
+        raise UsageError(
+            f"--shm-size {grammar.shown(options.shm_size)}: not a size like 1g, 512m or 1073741824"
+        )
     for source, _ in options.copies:
         if not source.exists():
             raise UsageError(f"--copy {source}: no such file or directory")

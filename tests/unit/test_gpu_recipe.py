@@ -63,7 +63,7 @@ def test_the_toolkit_reaches_only_the_deepspeed_builder_stage():
     assert final.startswith("python AS image")
     assert "COPY --from=pip-deepspeed /stage/ /" in final
     deepspeed = next(s for s in stages if s.startswith("python AS pip-deepspeed"))
-    assert "--no-build-isolation" in deepspeed and 'DS_BUILD_FUSED_ADAM=1' in deepspeed
+    assert "--no-build-isolation" in deepspeed and "DS_BUILD_FUSED_ADAM=1" in deepspeed
     # torch is copied in before the toolkit: the image reuses that very layer
     assert deepspeed.index("COPY --from=pip-torch") < deepspeed.index("nvidia-cuda-toolkit")
 
@@ -81,7 +81,7 @@ def test_locked_ops_are_built_from_a_fixed_directory_one_compile_at_a_time():
     assert "--require-hashes" in run[:build]  # the locked files, each checked
     assert "/tmp/imagekit-build/src/" in run[download:build]  # unpacked to a fixed path
     wheel = run[run.index("compgen") : install]
-    assert 'DS_BUILD_FUSED_ADAM=1' in wheel and "MAX_JOBS=1" in wheel
+    assert "DS_BUILD_FUSED_ADAM=1" in wheel and "MAX_JOBS=1" in wheel
     assert "--no-build-isolation" in wheel
     assert "--no-index --find-links /tmp/imagekit-build/dist" in run[install:]
     # nvcc records header mtimes: with SOURCE_DATE_EPOCH, torch's stage clamps its files to it

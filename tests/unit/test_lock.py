@@ -186,7 +186,7 @@ def test_locked_render_pins_apt_and_pip_with_hashes():
     assert "COPY imagekit-lock/torch.txt /tmp/imagekit-build/requirements.txt" in dockerfile
     assert ctx.files["imagekit-lock/torch.txt"] == f"torch==2.13.0+cpu --hash=sha256:{'e' * 64}\n"
     # the extras stage has no lock entry: it keeps its plain requirement
-    assert '      mpi4py==4.1.2 \\' in dockerfile
+    assert "      mpi4py==4.1.2 \\" in dockerfile
 
 
 @pytest.mark.parametrize(
@@ -323,7 +323,10 @@ def test_build_locked_without_lock_is_one_line_exit_14(capsys, tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("lock_version: 1\nrecipe: [\n", "line 3, column 1: malformed YAML: did not find expected node content"),
+        (
+            "lock_version: 1\nrecipe: [\n",
+            "line 3, column 1: malformed YAML: did not find expected node content",
+        ),
         ("- a\n", "not an imagekit lock file (expected a mapping)"),
         ("lock_version: 7\n", "lock_version 7 is not 1; run `imagekit lock --upgrade`"),
         (None, "apt.system.bash: Input should be a valid string (got list [1])"),

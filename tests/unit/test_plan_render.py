@@ -315,6 +315,37 @@ def test_apt_mirror_script_rewrites_debian_and_ubuntu_sources(tmp_path):
     assert (tmp_path / "sources.list").read_text() == before
 
 
+@pytest.mark.parametrize("direction", ["mirror", "public"])
+def test_apt_mirror_script_takes_a_hostile_url_as_data(tmp_path, direction):
+    """#38: `--build-arg APT_MIRROR=...` reaches the script unchecked. GNU sed's `e` command
+    after a `#` that ended the s command ran a shell command; `&` meant the match."""
+    from importlib import resources
+
+    script = resources.files("imagekit").joinpath("templates/apt-mirror.sh").read_text()
+    pwned = tmp_path / "PWNED"
+    attack = tmp_path / "attack.sh"
+    attack.write_text(f"#!/bin/sh\ntouch {pwned}\n")
+    attack.chmod(0o755)
+    hostile = f"http://m/&x#;e{attack};#"
+    (tmp_path / "os-release").write_text("ID=debian\n")
+    start = "http://deb.debian.org/debian" if direction == "mirror" else hostile.rstrip("/")
+    (tmp_path / "sources.list").write_text(f"deb {start}/ bookworm main\n")
+    env = {
+        "IMAGEKIT_APT_DIR": str(tmp_path),
+        "IMAGEKIT_OS_RELEASE": str(tmp_path / "os-release"),
+        "PATH": "/usr/bin:/bin",
+    }
+    args = [hostile] if direction == "mirror" else ["--public", hostile]
+    subprocess.run(["sh", "-c", script, "-", *args], env=env, check=True)
+    assert not pwned.exists()
+    expected = f"{hostile}/" if direction == "mirror" else "http://deb.debian.org/debian/"
+    assert (tmp_path / "sources.list").read_text() == f"deb {expected} bookworm main\n"
+    newline = subprocess.run(
+        ["sh", "-c", script, "-", "http://m/\ns#.*#x#"], env=env, capture_output=True, text=True
+    )
+    assert newline.returncode == 2 and "space or control character" in newline.stderr
+
+
 def test_a_non_root_user_gets_its_own_sshd_and_root_keeps_22():
     """K1: ssh.user adds the MPI user's sshd (port, mounted key as host key, SetEnv for K4)
     after everything deepspeed-cpu has, so the two share every earlier layer."""

@@ -153,7 +153,15 @@ BAD = [
     ),
     (
         "bad-sha",
-        _set("openmpi", {"version": "4.1.6", "source": "tarball", "url": "https://example.org/o.tar.bz2", "sha256": "abc"}),
+        _set(
+            "openmpi",
+            {
+                "version": "4.1.6",
+                "source": "tarball",
+                "url": "https://example.org/o.tar.bz2",
+                "sha256": "abc",
+            },
+        ),
         "openmpi.sha256: 'abc' is not 64 lowercase hex digits",
     ),
     ("apt-not-list", _set("packages.apt", "vim"), "packages.apt: Input should be a valid tuple"),
