@@ -22,6 +22,7 @@ from imagekit.aptauth import display as display_url  # credentials masked
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.credentials import find as find_credentials
 from imagekit.credentials import secret_name
+from imagekit.datafiles import UserYamlError, read_user_text
 from imagekit.engine import Engine, Message, Reporter
 from imagekit.errors import BuildError, LockError, UsageError
 from imagekit.loader import load_recipe
@@ -157,6 +158,15 @@ HOST_KEY_TYPES = ("rsa", "ecdsa", "ed25519")
 USER_KEY_FILES = ("id_rsa", "id_rsa.pub")
 
 
+# What an OpenSSH key file holds, whole: one public key line, or one PEM-armoured private key.
+PUBLIC_KEY = re.compile(r"(?:ssh|ecdsa|sk)-[a-z0-9@.-]+ [A-Za-z0-9+/]+={0,3}(?: [ -~]*)?\n?")
+PRIVATE_KEY = re.compile(
+    r"-----BEGIN (?:OPENSSH|RSA|EC|DSA) PRIVATE KEY-----\n[A-Za-z0-9+/=:,\n -]+"
+    r"-----END (?:OPENSSH|RSA|EC|DSA) PRIVATE KEY-----\n?"
+)
+MAX_KEY_BYTES = 64 * 1024
+
+
 def read_ssh_keys(directory: Path, plan: Plan) -> dict[str, str]:
     """`--ssh-keys DIR`: host/ssh_host_<type>_key[.pub] when the recipe bakes host keys,
     user/id_rsa[.pub] when it bakes the root key pair. Laid out for the build context."""
@@ -172,12 +182,20 @@ def read_ssh_keys(directory: Path, plan: Plan) -> dict[str, str]:
             "(ssh.host_keys is not build and ssh.user_keys is not image)"
         )
     keys = {}
+    inside = directory.resolve()
     for rel in wanted:
         path = directory / rel
-        if not path.is_file():
+        if not path.exists():
             raise UsageError(f"--ssh-keys {directory}: missing {rel}")
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if rel.endswith(".pub") != text.startswith(("ssh-", "ecdsa-")):
+        # A link out of DIR (to /etc/shadow, say) would be copied into the image as a key.
+        if not path.resolve().is_relative_to(inside):
+            raise UsageError(f"--ssh-keys {directory}: {rel} leads out of the directory")
+        try:
+            text = read_user_text(path, max_bytes=MAX_KEY_BYTES)
+        except UserYamlError as exc:
+            raise UsageError(f"--ssh-keys {directory}: {rel}: {exc}") from None
+        pattern = PUBLIC_KEY if rel.endswith(".pub") else PRIVATE_KEY
+        if not pattern.fullmatch(text):
             raise UsageError(f"--ssh-keys {directory}: {rel} is not an OpenSSH key file")
         keys[rel] = text
     if "user/id_rsa.pub" in keys:

@@ -3,6 +3,7 @@ rendering a locked plan, and the CLI's errors for missing, stale and malformed l
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -370,9 +371,43 @@ def key_dir(tmp_path, skip=()):
             continue
         path = keys / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        kind = "ssh-ed25519 AAAA test\n" if rel.endswith(".pub") else "-----BEGIN OPENSSH\n"
-        path.write_text(kind)
+        path.write_text(PUBLIC if rel.endswith(".pub") else PRIVATE)
     return keys
+
+
+PUBLIC = "ssh-ed25519 AAAA test\n"
+PRIVATE = "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+@pytest.mark.parametrize(
+    "plant, why",
+    [
+        ("outside", "leads out of the directory"),  # a link to a file outside DIR
+        ("passwd", "is not an OpenSSH key file"),  # /etc/passwd's shape as a private key
+        ("fifo", "not a regular file"),  # would block a read
+        ("big", "larger than 64 KiB"),
+    ],
+)
+def test_ssh_keys_are_regular_key_files_inside_the_directory(capsys, tmp_path, plant, why):
+    """#38: --ssh-keys followed a symlink to /etc/passwd and would COPY it in as a host key."""
+    keys = key_dir(tmp_path)
+    target = keys / "host/ssh_host_rsa_key"
+    target.unlink()
+    if plant == "outside":
+        secret = tmp_path / "shadow"
+        secret.write_text(PRIVATE)  # key-shaped, even: it is where it lives that matters
+        target.symlink_to(secret)
+    elif plant == "passwd":
+        target.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    elif plant == "fifo":
+        os.mkfifo(target)
+    else:
+        target.write_text(PRIVATE + "A" * 70_000)
+    code, out, err = run(
+        capsys, "build", str(RECIPES / "deepspeed-cpu.yaml"), "--ssh-keys", str(keys), "--dry-run"
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"ERROR --ssh-keys {keys}: host/ssh_host_rsa_key") and why in err
 
 
 def test_ssh_keys_are_copied_not_generated(tmp_path):
