@@ -14,11 +14,16 @@ SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 
-# (what, pattern); group "secret" is the part to mask, else the whole match.
+# (what, pattern); group "secret" is the part to mask, else the whole match. Every pattern
+# is linear on long input (a 200 KB recipe description once took minutes): a match starts only
+# where a scheme can start (not inside a run of scheme characters), and every run is bounded.
 TOKEN_SHAPES = [
     (
         "URL with a password",
-        re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@'\"]+:(?P<secret>[^/\s@'\"]+)@"),
+        re.compile(
+            r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}://"
+            r"[^/\s:@'\"]{1,256}:(?P<secret>[^/\s@'\"]{1,256})@"
+        ),
     ),
     ("GitHub token", re.compile(r"\b(?P<secret>gh[pousr]_[A-Za-z0-9]{20,})")),
     ("GitHub token", re.compile(r"\b(?P<secret>github_pat_[A-Za-z0-9_]{20,})")),
@@ -113,7 +118,7 @@ CONFIG_FILES = re.compile(
 SECRET_SETTING = re.compile(
     r"""(?ix)(?:^|[\s{,"':/])
     (?P<key>_authToken|_auth|password|passwd|oauth_token|"auth"|token|client-key-data)
-    \s*["']?\s*[:=]?\s*["']?\s*(?P<secret>[^\s"',}]{4,})"""
+    [ \t]{0,8}["']?[ \t]{0,8}[:=]?[ \t]{0,8}["']?[ \t]{0,8}(?P<secret>[^\s"',}]{4,256})"""
 )
 
 
