@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from imagekit.grammar import shown as quoted
+
 
 def problems(exc: ValidationError, model: type[BaseModel]) -> list[str]:
     """One line per error of `exc`, raised validating `model`: unknown keys first, since a
@@ -23,7 +25,17 @@ def one_line(problems: list[str], shown: int = 3) -> str:
 
 
 def describe(err: dict[str, Any], model: type[BaseModel]) -> str:
-    loc = [str(part) for part in err["loc"]]
+    """One line, whatever the input: a key (an env name, say) may hold a newline itself."""
+    return _describe(err, model).replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
+    loc = [quoted(part) if isinstance(part, str) else str(part) for part in err["loc"]]
     field = ".".join(loc) or "(top level)"
     if err["type"] == "extra_forbidden":
         return f"{field}: unknown key{_did_you_mean(loc, model)}"
@@ -37,10 +49,10 @@ def describe(err: dict[str, Any], model: type[BaseModel]) -> str:
         # floats remember how they were written (loader.YamlFloat); others show their value.
         written = getattr(value, "text", str(value))
         read_as = f"YAML reads {written} as the number {value!r}" if written != repr(value) else ""
-        msg += f' ({read_as or f"got number {value!r}"}; quote it in YAML: "{written}")'
+        msg += f' ({read_as or f"got number {_short_repr(value)}"}; quote it in YAML: "{written}")'
     elif err["type"].endswith("_type"):
         kind = "float" if isinstance(value, float) else type(value).__name__
-        msg += f" (got {kind} {value!r})"
+        msg += f" (got {kind} {_short_repr(value)})"
     return f"{field}: {msg}"
 
 
