@@ -408,9 +408,10 @@ FLAG_VALUES = st.one_of(NASTY, st.sampled_from(["", "-1", "0", "9" * 30, "1Gi", 
     ),
     value=FLAG_VALUES,
 )
-def test_no_flag_value_ends_in_a_traceback(capsys, tmp_path_factory, command, flag, value):
-    directory = tmp_path_factory.mktemp("fuzz")
-    os.chdir(directory)  # `-o` values land here, never in the checkout
+def test_no_flag_value_ends_in_a_traceback(
+    capsys, monkeypatch, tmp_path_factory, command, flag, value
+):
+    monkeypatch.chdir(tmp_path_factory.mktemp("fuzz"))  # `-o` values land there, not here
     args = {
         "build": [CPU, "--dry-run", flag, value],
         "mpijob": [CPU, "--name", "e1", "--workers", "2", "--slots", "1", flag, value, "--", "x"],
