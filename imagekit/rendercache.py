@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,17 @@ def _entry_path(recipe: Path, fingerprint: str) -> Path:
     return directory() / f"{key}.json"
 
 
+# A recorded input larger than this, or not a regular file, is never read here: it no longer
+# matches, and the full render that follows refuses it in one line (a recipe swapped for a
+# link to /dev/zero would otherwise be read forever).
+_MAX_INPUT_BYTES = 1024 * 1024
+
+
 def _file_digest(path: Path) -> str | None:
     try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_INPUT_BYTES:
+            return "not a small regular file"
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except FileNotFoundError:
         return None

@@ -6,6 +6,7 @@ imagekit itself renders again. Real recipes, real files; the full render is only
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -65,6 +66,20 @@ def test_editing_the_recipe_renders_again(recipes, tmp_path, monkeypatch):
     recipe.write_text(text.replace("deepspeed-cpu", "deepspeed-cpu-edited", 1))
     render(recipe, tmp_path / "b", monkeypatch, fast=False)
     render(recipe, tmp_path / "c", monkeypatch, fast=True)  # recorded again
+
+
+@pytest.mark.parametrize("swap", ["dev-zero", "fifo"])
+def test_a_recorded_recipe_swapped_for_a_device_is_not_read(recipes, tmp_path, swap):
+    """#38: the record's input check read a recipe swapped for a link to /dev/zero forever."""
+    recipe = recipes / RECIPE.name
+    rendercache.render_recipes([recipe], tmp_path / "a", Path("unused"))
+    recipe.unlink()
+    if swap == "dev-zero":
+        recipe.symlink_to("/dev/zero")
+    else:
+        os.mkfifo(recipe)
+    with pytest.raises(RecipeError, match="not a regular file"):
+        rendercache.render_recipes([recipe], tmp_path / "b", Path("unused"))
 
 
 def test_editing_a_recipe_it_extends_renders_again(recipes, tmp_path, monkeypatch):
