@@ -44,6 +44,7 @@ class BuildInputs:
     apt_mirror: str | None = None
     final_apt_sources: str = "mirror"  # or "public": the image's sources name the archive
     ssh_keys: Path | None = None  # baked keys from this directory instead of ssh-keygen
+    memory: int | None = None  # bytes each RUN step may use; None: the engine's default share
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,7 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
                 build_args,
                 no_cache=options.no_cache,
                 pull=options.pull and plan.bootstrap is None,
+                memory=options.inputs.memory,
                 labels=build_labels(plan, recipe_path, options.source_date_epoch),
             )
         except BuildError as exc:

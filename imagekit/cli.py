@@ -187,7 +187,27 @@ _BUILD_INPUT_NAMES = (
     "extra_index_urls",
     "apt_mirror",
     "final_apt_sources",
+    "memory",
 )
+
+# Below this a RUN step cannot start a shell and apt (and the engine refuses under 6 MB).
+MIN_BUILD_MEMORY = 64 << 20
+
+
+def _memory_size(ctx, param, value: str | None) -> int | None:
+    from imagekit.grammar import human_size, shown, size_in_bytes
+
+    if value is None:
+        return None
+    size = size_in_bytes(value)
+    if size is None or not MIN_BUILD_MEMORY <= size <= 1 << 50:
+        raise click.BadParameter(
+            f"{shown(value)}: not a size of at least {human_size(MIN_BUILD_MEMORY)} "
+            "(e.g. 16g, 512m)",
+            ctx=ctx,
+            param=param,
+        )
+    return size
 
 
 _BUILD_INPUT_OPTIONS = [
@@ -220,6 +240,14 @@ _BUILD_INPUT_OPTIONS = [
         show_default=True,
         help="With --apt-mirror: the image's apt sources name the mirror (never its "
         "credentials) or go back to the public archive.",
+    ),
+    click.option(
+        "--memory",
+        envvar="IMAGEKIT_BUILD_MEMORY",
+        callback=_memory_size,
+        metavar="SIZE",
+        help="Memory each build step may use (e.g. 16g); a step over it is stopped and named. "
+        "Default: 3/4 of the engine host's memory.",
     ),
 ]
 

@@ -40,6 +40,7 @@ from imagekit.errors import (
     UsageError,
 )
 from imagekit.events import Event, Log, Message, Reporter, Step  # noqa: F401 - re-exported
+from imagekit.grammar import human_size
 
 # A container that idles until stopped, whatever the image's entrypoint (checks, launchers).
 KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1; done"]
@@ -225,8 +226,13 @@ class Engine:
         build_args: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
         target: str | None = None,
+        memory: int | None = None,
     ) -> BuildOutcome:
-        """Build without tagging. Raises BuildError naming the failed step."""
+        """Build without tagging. Raises BuildError naming the failed step. Every RUN step
+        runs under `memory` bytes (no swap on top), by default BUILD_MEMORY_SHARE of the
+        engine host's memory: one step (a compiler at -O2 on a generated file) must not be
+        able to take the build host down."""
+        memory = memory or self.default_build_memory()
         tail: list[str] = []
         current: Step | None = None
         image_id: str | None = None
@@ -242,6 +248,7 @@ class Engine:
             labels=labels or {},
             target=target,
             decode=True,
+            container_limits={"memory": memory, "memswap": memory} if memory else None,
         )
         try:
             for chunk in _chunks(stream):
@@ -259,6 +266,8 @@ class Engine:
                             "(it killed the running step); no tag was created or moved",
                             hint="once the engine is back, `imagekit clean` removes leftovers",
                         )
+                    if _killed(chunk) and memory:
+                        raise _over_memory(current, memory, tail)
                     raise failure
                 if "aux" in chunk and "ID" in chunk["aux"]:
                     image_id = chunk["aux"]["ID"]
@@ -296,6 +305,15 @@ class Engine:
         if image_id is None:
             raise BuildError("build ended without an image", hint="\n".join(tail[-15:]))
         return BuildOutcome(image_id=image_id, steps=current.total if current else 0, log_tail=tail)
+
+    def default_build_memory(self) -> int | None:
+        """BUILD_MEMORY_SHARE of the memory of the engine's host (None when it does not say)."""
+        try:
+            with _engine_errors("cannot read the engine's settings"):
+                total = self.api.info().get("MemTotal")
+        except EngineError:
+            return None
+        return int(total * BUILD_MEMORY_SHARE) if isinstance(total, int) and total > 0 else None
 
     def _answers_after(self, seconds: float) -> bool:
         """Whether the engine still answers a moment later (a stopping one does not)."""
@@ -824,6 +842,24 @@ def _killed(chunk: dict[str, Any]) -> bool:
     """The step's command died by SIGKILL (exit 137): an OOM kill, or an engine stopping."""
     detail = chunk.get("errorDetail", {}).get("message") or chunk.get("error") or ""
     return bool(re.search(r"returned a non-zero code: 137\b", detail))
+
+
+# A build step may use this share of the engine host's memory unless `--memory` says otherwise:
+# the rest keeps the engine, the shell and imagekit itself alive when a compiler runs away
+# (mpi4py's generated MPI.c at -O2 took 23 GB of 24 here).
+BUILD_MEMORY_SHARE = 0.75
+
+
+def _over_memory(step: Step | None, memory: int, tail: list[str]) -> BuildError:
+    where = f"step {step.number}/{step.total}" if step else "a build step"
+    what = f": {step.instruction[:160]}" if step else ""
+    return BuildError(
+        f"{where} was killed (exit 137), most likely for going over the build's memory limit "
+        f"of {human_size(memory)}{what}",
+        hint="raise the limit with --memory SIZE (default: 3/4 of the engine host's memory), "
+        "or make the step need less (MAX_JOBS=1 for compiles)\nlast output:\n"
+        + "\n".join(tail[-15:]),
+    )
 
 
 def _step_failed(step: Step | None, chunk: dict[str, Any], tail: list[str]) -> BuildError:

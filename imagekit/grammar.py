@@ -158,6 +158,29 @@ def check_http_url(value: str) -> str:
     return value
 
 
+# -- sizes as Docker's flags take them ------------------------------------------------------
+# go-units' RAMInBytes (`docker run --shm-size`, `docker build --memory`): a number, an
+# optional space, a binary unit with an optional i and b ("1g", "1 GB", "1Gi", "512m"), or bytes.
+DOCKER_SIZE = re.compile(r"([0-9]{1,20}(?:\.[0-9]{1,20})?) ?(?:([kmgtp])i?)?b?", re.IGNORECASE)
+BINARY_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+def size_in_bytes(text: str) -> int | None:
+    """A size flag in bytes, as the engine gets it; None when `text` is not a size."""
+    found = DOCKER_SIZE.fullmatch(text.strip(" "))
+    if found is None:
+        return None
+    number, unit = found.groups()
+    return int(float(number) * BINARY_UNITS[(unit or "").lower()])
+
+
+def human_size(size: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor:
+            return f"{size / factor:.3g} {unit}"
+    return f"{size} B"
+
+
 # -- image references and tags ----------------------------------------------------------------
 # As the distribution spec spells them (ASCII only: Python's \w would take any letter).
 REF_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"

@@ -240,6 +240,7 @@ def _pip_report(
             inputs.apt_mirror,
             inputs.ca_bundle,
             target="imagekit-pip-resolver",
+            memory=inputs.memory,
         )
         report_text = engine.run_once(
             outcome.image_id, ["cat", REPORT], user="0", labels=_run_label()

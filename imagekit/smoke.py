@@ -20,6 +20,7 @@ from imagekit import grammar
 from imagekit.datafiles import data_text
 from imagekit.engine import KEEPALIVE, Container, Engine, Log, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
+from imagekit.grammar import size_in_bytes
 from imagekit.launch import HOSTFILE, WORKER_COMMAND, LaunchRequest, recommend
 from imagekit.ompi import openmpi_major
 from imagekit.plan import LABEL_PREFIX
@@ -220,21 +221,6 @@ def running_openmpi_major(launcher: Container) -> int:
     rc, output = launcher.read(["mpirun", "--version"])
     found = MPIRUN_VERSION.search(output) if rc == 0 else None
     return int(found.group(1)) if found else 4
-
-
-# A size as `docker run --shm-size` takes it (go-units' RAMInBytes): a number, an optional
-# space, a binary unit with an optional i and b ("1g", "1 GB", "1Gi", "512m"), or bytes.
-DOCKER_SIZE = re.compile(r"([0-9]{1,20}(?:\.[0-9]{1,20})?) ?(?:([kmgtp])i?)?b?", re.IGNORECASE)
-BINARY_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
-
-
-def size_in_bytes(text: str) -> int | None:
-    """`--shm-size` in bytes, as the engine gets it; None when `text` is not a size."""
-    found = DOCKER_SIZE.fullmatch(text.strip(" "))
-    if found is None:
-        return None
-    number, unit = found.groups()
-    return int(float(number) * BINARY_UNITS[(unit or "").lower()])
 
 
 def check_options(options: SmokeOptions) -> None:

@@ -88,6 +88,34 @@ def test_failed_step_is_named_and_moves_no_tag(engine, cpu_image):
     assert not [c for c in leftovers if "apt-get" in c.get("Command", "")]
 
 
+def test_a_step_over_the_memory_limit_is_stopped_and_named(engine, cpu_image, tmp_path):
+    """#38: a runaway step (mpi4py's MPI.c at -O2 took 23 GB of 24 here) must not take the
+    build host down: each RUN runs under a limit, and going over it ends in one named error."""
+    from imagekit.errors import BuildError
+
+    base = make_plan(load_recipe(CPU_RECIPE)).base_image
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {base}\n"
+        # perl-base is essential in Debian: 600 MB in one string, against a 192 MiB limit.
+        "RUN perl -e '$x = \"a\" x (600 * 1024 * 1024); print length $x'\n"
+    )
+    assert engine.default_build_memory() < engine.api.info()["MemTotal"]  # below the host
+    try:
+        engine.build(tmp_path, report=lambda event: None, memory=192 << 20, no_cache=True)
+    except BuildError as exc:
+        failure = exc
+    else:
+        raise AssertionError("the step ran past its memory limit")
+    assert failure.message.startswith("step 2/2 was killed (exit 137)")
+    assert "memory limit of 192 MiB: RUN perl" in failure.message
+    assert "--memory" in failure.hint
+    leftovers = engine.api.containers(all=True, filters={"status": "exited"})
+    assert not [c for c in leftovers if "perl" in c.get("Command", "")]
+    # The same step under a limit it fits in passes: it is the limit that stopped it.
+    outcome = engine.build(tmp_path, report=lambda event: None, memory=2 << 30)
+    engine.api.remove_image(outcome.image_id, force=True)
+
+
 def test_ctrl_c_stops_the_build_and_leaves_no_container(engine, cpu_image, tmp_path):
     base = make_plan(load_recipe(CPU_RECIPE)).base_image
     (tmp_path / "Dockerfile").write_text(f"FROM {base}\nRUN sleep 300\n")

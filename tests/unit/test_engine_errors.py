@@ -41,6 +41,7 @@ class _FakeApi:
         self.engine_up = engine_up
 
     def build(self, **kwargs):
+        self.limits = kwargs["container_limits"]
         yield {"stream": "Step 1/2 : RUN sleep 300\n"}
         yield {"error": "The command '/bin/sh -c sleep 300' returned a non-zero code: 137"}
 
@@ -48,6 +49,9 @@ class _FakeApi:
         if not self.engine_up:
             raise ConnectionError("connection refused")
         return True
+
+    def info(self):
+        return {"MemTotal": 16 << 30}
 
 
 class _FakeClient:
@@ -64,6 +68,10 @@ def test_a_killed_step_is_the_engine_going_away_only_when_it_stops_answering(
     with pytest.raises(error) as info:
         engine.build(tmp_path, report=lambda event: None)
     assert isinstance(info.value, BuildError) is engine_up  # an OOM kill stays a build failure
+    if engine_up:  # every step runs under 3/4 of the host's memory, and the kill says so
+        assert info.value.message.startswith("step 1/2 was killed (exit 137)")
+        assert "memory limit of 12 GiB: RUN sleep 300" in info.value.message
+        assert engine.api.limits == {"memory": 12 << 30, "memswap": 12 << 30}  # no swap on top
 
 
 class _LossyExecApi:

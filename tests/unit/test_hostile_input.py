@@ -308,6 +308,12 @@ def test_hostile_mpijob_flags_are_refused(capsys, flags, expected):
     assert expected in err
 
 
+@pytest.mark.parametrize("size", ["1m", "lots", "16g\n", "9" * 40, "9" * 20 + "p"])
+def test_build_memory_is_a_size_of_at_least_64_mib(capsys, size):
+    code, _, err = run(capsys, "build", CPU, "--dry-run", "--memory", size)
+    assert code == 2 and "Invalid value for '--memory'" in err and "Traceback" not in err
+
+
 def test_mpirun_timeout_must_be_positive(capsys):
     code, _, err = run(capsys, "mpirun", "--workers", "2", "--slots", "1", "--timeout", "-5", "x")
     assert code == 2 and "--timeout" in err and "Traceback" not in err
@@ -404,6 +410,7 @@ FLAG_VALUES = st.one_of(NASTY, st.sampled_from(["", "-1", "0", "9" * 30, "1Gi", 
             "--operator",
             "-o",
             "--source-date-epoch",
+            "--memory",
         ]
     ),
     value=FLAG_VALUES,
