@@ -58,8 +58,19 @@ def find(text: str) -> list[Found]:
     return found
 
 
-def secret_name(name: str) -> bool:
-    return SECRET_NAME.search(name) is not None
+# Names that sound secret and are not: imagekit's own build argument (the URL of the server
+# that hands apt its credentials during a build; no secret in it), and Hugging Face's switch.
+NOT_SECRET_NAMES = frozenset({"APT_AUTH_URL", "TOKENIZERS_PARALLELISM"})
+
+
+def secret_name(name: str, allowed: frozenset[str] | tuple[str, ...] = ()) -> bool:
+    """Whether `name` says it holds a secret (Docker's SecretsUsedInArgOrEnv rule), unless it
+    is one of NOT_SECRET_NAMES or `allowed` (a recipe's or profile's env_not_secret)."""
+    return (
+        SECRET_NAME.search(name) is not None
+        and name not in NOT_SECRET_NAMES
+        and name not in allowed
+    )
 
 
 def recipe_env_problems(env: dict[str, str], not_secret: tuple[str, ...]) -> list[str]:
@@ -73,7 +84,7 @@ def recipe_env_problems(env: dict[str, str], not_secret: tuple[str, ...]) -> lis
                 "image ENV is readable by anyone with the image: mount it at run time "
                 "(a Kubernetes Secret as an env var or file) instead"
             )
-        elif secret_name(name) and name not in not_secret:
+        elif secret_name(name, not_secret):
             problems.append(
                 f"env.{name}: the name says it is a secret, and image ENV is readable by anyone "
                 "with the image: mount it at run time (a Kubernetes Secret) instead, or list it "
@@ -135,3 +146,17 @@ def file_findings(path: str, head: bytes | None) -> list[str]:
             if secret.lower() not in ("true", "false", "null", "none", "<redacted>"):
                 reasons.append(f"{key} set ({mask(secret)})")
     return reasons
+
+
+# The legacy builder writes the build args a RUN saw in front of its command in the history:
+# `|2 NPM_TOKEN=abc APT_MIRROR= /bin/sh -c ...` (count, then NAME=VALUE words).
+_HISTORY_ARGS = re.compile(r"\|(\d{1,3}) ")
+
+
+def build_args(created_by: str) -> list[tuple[str, str]]:
+    """(name, value) of each build arg a history entry records (values read up to a space)."""
+    match = _HISTORY_ARGS.match(created_by)
+    if match is None:
+        return []
+    words = created_by[match.end() :].split(" ", int(match[1]))[: int(match[1])]
+    return [tuple(word.split("=", 1)) for word in words if "=" in word]  # type: ignore[misc]

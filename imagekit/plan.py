@@ -436,6 +436,8 @@ def _labels(r: Recipe, sha: str, tag: str, expected: dict[str, str]) -> dict[str
         f"{LABEL_PREFIX}.mpi.allow-run-as-root": str(r.mpi.allow_run_as_root).lower(),
     }
     labels.update({f"{LABEL_PREFIX}.version.{k}": v for k, v in expected.items()})
+    if r.env_not_secret:  # read by check (credentials-in-config), as recipe validation reads it
+        labels[f"{LABEL_PREFIX}.env-not-secret"] = ",".join(sorted(r.env_not_secret))
     if r.cuda is not None and r.cuda.source == "wheels":
         labels[f"{LABEL_PREFIX}.cuda.source"] = "wheels"
         # read by check (cuda-libraries): each must be installed and import

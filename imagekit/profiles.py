@@ -6,7 +6,7 @@ import difflib
 import re
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -52,6 +52,10 @@ class Profile(BaseModel):
     user_keys: tuple[Literal["image", "mounted"], ...] = ("image", "mounted")
     run_as_root: Literal["flag", "env"] = "flag"
     allow_keys_in_layers: tuple[Literal["host", "user"], ...] = ()
+    # Env and build-arg names that sound secret but are not (credentials-in-config).
+    env_not_secret: tuple[
+        Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")], ...
+    ] = ()
     probes: tuple[Probe, ...] = ()
     # K1: who runs sshd and mpirun, where the operator mounts the keys, which sshd_config
     # it starts sshd with (`sshd -De -f FILE`). Root and /etc/ssh for the seed.

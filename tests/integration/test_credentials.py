@@ -16,6 +16,7 @@ GHP = "ghp_" + "Z9yXwVuTsRqPoNmLkJiHgFeDcBa1"
 SLACK = "xoxb-" + "2468013579-QwErTyUiOp"
 AWS = "AKIA" + "QWERTYUIOPASDFGH"
 PASSWORD = "s3cr3t" + "T0ken"
+PLAIN = "correct" + "-horse-battery"  # a secret of no well-known shape
 
 # name -> (Dockerfile lines on top of mini, files, build args, check that fails, place named)
 CORPUS = {
@@ -104,8 +105,23 @@ CORPUS = {
         "credentials-in-config",
         "history step",
     ),
+    # #38: no well-known token shape, but a name that says secret (SecretsUsedInArgOrEnv).
+    "env-by-name": (
+        f"ENV DB_PASSWORD={PLAIN}",
+        None,
+        None,
+        "credentials-in-config",
+        "Env DB_PASSWORD: the name says it holds a secret",
+    ),
+    "build-arg-by-name": (
+        'ARG NPM_TOKEN\nRUN test -n "$NPM_TOKEN"',
+        None,
+        {"NPM_TOKEN": PLAIN},
+        "credentials-in-config",
+        "build arg NPM_TOKEN says it holds a secret",
+    ),
 }
-SECRETS = (HF, GHP, SLACK, AWS, PASSWORD)
+SECRETS = (HF, GHP, SLACK, AWS, PASSWORD, PLAIN)
 
 
 @pytest.mark.parametrize("name", list(CORPUS))

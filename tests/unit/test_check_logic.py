@@ -600,3 +600,45 @@ def test_sshd_settings_and_its_config_test_come_apart_from_one_output():
     assert split_sshd_output(broken) == (None, 255, "/etc/ssh/sshd_config line 3: bad option")
     settings, code, output = split_sshd_output("sh: 1: Syntax error\n")
     assert settings is None and code == 1 and "could not run sshd" in output
+
+
+def _config_ctx(env=(), history=(), labels=None, profile_allows=()):
+    return SimpleNamespace(
+        config={"Env": list(env), "Labels": labels or {}},
+        labels=labels or {},
+        profile=SimpleNamespace(env_not_secret=tuple(profile_allows)),
+        history=lambda: [{"CreatedBy": c} for c in history],
+    )
+
+
+def test_env_and_build_args_are_judged_by_name_too_with_masked_evidence():
+    """#38: `ARG NPM_TOKEN=...` in the history and `ENV DB_PASSWORD=...` hold no token of a
+    well-known shape, yet their names say secret, as recipe validation (and Docker's
+    SecretsUsedInArgOrEnv) judges them."""
+    from imagekit.checks.suite.checks_layers import check_credentials_in_config
+    from imagekit.credentials import build_args
+
+    password, token = "correct-horse-battery", "npm-0123456789abcdef"
+    history = [
+        f"|2 NPM_TOKEN={token} APT_MIRROR= /bin/sh -c npm ci",
+        "|1 APT_AUTH_URL=http://172.17.0.1:7469/apt-auth.conf /bin/sh -c imagekit-apt-install",
+    ]
+    assert build_args(history[0]) == [("NPM_TOKEN", token), ("APT_MIRROR", "")]
+    ctx = _config_ctx(
+        env=[f"DB_PASSWORD={password}", "PATH=/usr/bin", "TOKENIZERS_PARALLELISM=false"],
+        history=history,
+    )
+    with pytest.raises(pytest.fail.Exception) as info:
+        check_credentials_in_config(ctx)
+    evidence = str(info.value)
+    assert "Env DB_PASSWORD: the name says it holds a secret (corr********)" in evidence
+    assert "build arg NPM_TOKEN says it holds a secret (npm-********)" in evidence
+    assert password not in evidence and token not in evidence
+    assert "APT_AUTH_URL" not in evidence and "TOKENIZERS" not in evidence  # allow-listed
+    # An empty value holds nothing; a name the recipe or the profile declares is allowed.
+    check_credentials_in_config(_config_ctx(env=["DB_PASSWORD="]))
+    declared = {"io.imagekit.env-not-secret": "DB_PASSWORD,NPM_TOKEN"}
+    check_credentials_in_config(
+        _config_ctx(env=[f"DB_PASSWORD={password}"], history=history, labels=declared)
+    )
+    check_credentials_in_config(_config_ctx(history=history, profile_allows=["NPM_TOKEN"]))

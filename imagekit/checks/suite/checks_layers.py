@@ -13,7 +13,8 @@ from imagekit.checks.layerscan import (
     sort_keys,
     where,
 )
-from imagekit.credentials import find
+from imagekit.credentials import build_args, find, mask, secret_name
+from imagekit.labels import LABEL_PREFIX
 
 # -- security: what every layer ships -----------------------------------------------------
 
@@ -83,20 +84,32 @@ def check_credentials_in_layers(ctx):
 @check(
     "credentials-in-config",
     "SEC",
-    "no credentials in the image config: Env, Labels, and each layer's history (build args)",
+    "no credentials in the image config: Env, Labels, and each layer's history (build args), "
+    "by their shape and, for Env and build args, by a name that says secret",
     fix="never pass secrets as ENV, LABEL or build ARG: the legacy builder records build args "
-    "in every RUN's history; mount them at run time (a Secret)",
+    "in every RUN's history; mount them at run time (a Secret). A name that only sounds "
+    "secret: env_not_secret in the recipe or the profile",
 )
 def check_credentials_in_config(ctx):
     bad = []
+    allowed = frozenset(ctx.profile.env_not_secret) | frozenset(
+        filter(None, (ctx.labels.get(f"{LABEL_PREFIX}.env-not-secret") or "").split(","))
+    )
     for item in ctx.config.get("Env") or []:
         name, _, value = item.partition("=")
-        for found in find(value):
-            bad.append(f"Env {name}: {found.what} ({found.masked})")
+        bad += [f"Env {name}: {f.what} ({f.masked})" for f in find(value)]
+        if value and not find(value) and secret_name(name, allowed):
+            bad.append(f"Env {name}: the name says it holds a secret ({mask(value)})")
     for name, value in (ctx.config.get("Labels") or {}).items():
         for found in find(value):
             bad.append(f"Label {name}: {found.what} ({found.masked})")
     for index, entry in enumerate(reversed(ctx.history())):
-        for found in find(entry.get("CreatedBy") or ""):
+        created = entry.get("CreatedBy") or ""
+        for found in find(created):
             bad.append(f"history step {index}: {found.what} ({found.masked})")
+        for name, value in build_args(created):
+            if value and not find(value) and secret_name(name, allowed):
+                bad.append(
+                    f"history step {index}: build arg {name} says it holds a secret ({mask(value)})"
+                )
     expect(not bad, "; ".join(bad))
