@@ -153,8 +153,13 @@ class AdaptPlan:
 def check_distro(image: str, facts: ImageFacts) -> None:
     os_id = facts.get("os.id")
     family = {os_id, *facts.get("os.like").split()}
+    if facts.get("os.release") == "missing":
+        raise UsageError(
+            f"{image}: has no /etc/os-release, so adapt cannot tell its distribution "
+            "(it supports Debian/Ubuntu images)"
+        )
     if not family & set(SUPPORTED) or not facts.has("apt-get"):
-        found = facts.get("os.pretty") or os_id or "no /etc/os-release"
+        found = facts.get("os.pretty") or os_id or "no distribution named"
         raise UsageError(f"{image}: adapt supports Debian/Ubuntu images; found {found}")
 
 

@@ -172,7 +172,7 @@ def test_no_mpirun_is_refused_unless_asked():
     [
         ("os.id=alpine\nos.pretty=Alpine Linux v3.20\nprobe=done\n", "Alpine Linux v3.20"),
         ("os.id=rocky\nos.like=rhel centos fedora\nprobe=done\n", "rocky"),
-        ("probe=done\n", "no /etc/os-release"),
+        ("probe=done\n", "no distribution named"),
     ],
 )
 def test_other_distros_get_one_line(probe, found):
@@ -181,6 +181,24 @@ def test_other_distros_get_one_line(probe, found):
     assert (
         info.value.message
         == f"example/train:1.0: adapt supports Debian/Ubuntu images; found {found}"
+    )
+
+
+def test_an_image_without_os_release_is_named_so_not_as_one_without_a_shell(tmp_path):
+    """#38: dash exits at a `.` of a missing file (`|| true` or not), so the probe died and
+    adapt said the image needed /bin/sh. The probe now runs to its end and says so."""
+    import subprocess
+
+    from imagekit.adapt import probe_script
+
+    env = {"PATH": "/usr/bin:/bin", "IMAGEKIT_OS_RELEASE": str(tmp_path / "missing")}
+    done = subprocess.run(["dash", "-c", probe_script()], env=env, capture_output=True, text=True)
+    assert "os.release=missing\n" in done.stdout and done.stdout.endswith("probe=done\n")
+    with pytest.raises(UsageError) as info:
+        plan("os.release=missing\nprobe=done\n")
+    assert info.value.message == (
+        "example/train:1.0: has no /etc/os-release, so adapt cannot tell its distribution "
+        "(it supports Debian/Ubuntu images)"
     )
 
 

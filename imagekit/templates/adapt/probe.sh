@@ -1,7 +1,9 @@
 #!/bin/sh
 # Run by `imagekit adapt` in a throwaway container of the image, as root, with the image's
 # own environment: what the image already has, as key=value lines. Changes nothing it keeps.
-. /etc/os-release 2>/dev/null || true
+# Tested first: dash (Debian's sh) exits at a `.` of a missing file, `|| true` or not.
+os_release=${IMAGEKIT_OS_RELEASE:-/etc/os-release}
+if [ -r "$os_release" ]; then . "$os_release"; else echo "os.release=missing"; fi
 echo "os.id=${ID:-}"
 echo "os.like=${ID_LIKE:-}"
 echo "os.pretty=${PRETTY_NAME:-}"
