@@ -86,7 +86,7 @@ def check_table(report) -> tuple[Table, str]:
     from rich.table import Table
 
     table = Table(
-        title=f"imagekit check {escape(report.image)} (profile {report.profile})",
+        title=f"imagekit check {escape(report.image)} (profile {escape(report.profile)})",
         title_justify="left",
     )
     for column in ("check", "req", "status", "evidence / fix"):

@@ -426,7 +426,8 @@ def _labels(r: Recipe, sha: str, tag: str, expected: dict[str, str]) -> dict[str
     labels = {
         "org.opencontainers.image.title": r.image.name,
         "org.opencontainers.image.version": tag,
-        "org.opencontainers.image.description": r.description or r.name,
+        # A label is one line: a multi-line description (`description: |`) is joined.
+        "org.opencontainers.image.description": " ".join((r.description or r.name).split()),
         f"{LABEL_PREFIX}.recipe": r.name,
         f"{LABEL_PREFIX}.recipe-sha256": sha,
         f"{LABEL_PREFIX}.ssh.port": str(r.ssh.port),  # read by smoke (declared_port)

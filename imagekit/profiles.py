@@ -46,8 +46,9 @@ class Probe(BaseModel):
 class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = ""
-    description: str = ""
+    # The name reaches tags (`adapt`'s IMAGE:TAG-PROFILE), labels and report titles.
+    name: str = Field("", pattern=r"^([A-Za-z0-9][A-Za-z0-9._-]{0,63})?$")
+    description: str = Field("", max_length=4096)
     port: int = Field(22, ge=1, le=65535)
     user_keys: tuple[Literal["image", "mounted"], ...] = ("image", "mounted")
     run_as_root: Literal["flag", "env"] = "flag"

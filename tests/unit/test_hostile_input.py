@@ -117,6 +117,12 @@ def test_a_tarball_url_and_base_image_are_refused(capsys, tmp_path):
     assert "base.image" in err
 
 
+def test_a_multi_line_description_becomes_a_one_line_label(tmp_path):
+    loaded = load_recipe(write_recipe(tmp_path, with_value(("description",), "two\nlines $X")))
+    dockerfile = render_context(locked_plan(loaded)[0]).dockerfile
+    assert 'org.opencontainers.image.description="two lines \\$X"' in dockerfile
+
+
 def test_dollar_and_quotes_in_env_are_literal_not_substituted(tmp_path):
     """Docker substitutes $VAR in ENV and LABEL values: escaped, the value stays as written."""
     value = 'a $HOME ${APT_MIRROR} "q" \\ `b`'
@@ -257,8 +263,9 @@ def test_a_long_extends_chain_is_refused_not_a_recursion_error(capsys, tmp_path)
         ("- a\n- b\n", "a profile file is a mapping"),
         ("name: \xff\n", "not UTF-8"),
         (BOMB, "alias bomb"),
+        ("name: '[/red] x'\n", "name"),  # reaches tags and report titles (rich markup)
     ],
-    ids=["string", "list", "latin-1", "alias-bomb"],
+    ids=["string", "list", "latin-1", "alias-bomb", "markup-name"],
 )
 def test_a_hostile_profile_file_is_one_line(capsys, tmp_path, text, expected):
     profile = tmp_path / "p.yaml"
