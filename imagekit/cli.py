@@ -27,6 +27,7 @@ from imagekit.errors import (
     SmokeFailedError,
     UsageError,
 )
+from imagekit.grammar import MAX_EPOCH
 from imagekit.paths import DEFAULT_RECIPES_DIR, DEFAULT_RENDERS_DIR
 
 # Start-up time is part of the interface (`imagekit mpirun` runs in job scripts): each
@@ -279,7 +280,7 @@ _BUILD_INPUT_OPTIONS = [
 @build_inputs
 @click.option(
     "--source-date-epoch",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=MAX_EPOCH),
     envvar="SOURCE_DATE_EPOCH",
     help="Reproducible build: clamp file times to this epoch and normalize the image config.",
 )

@@ -24,6 +24,7 @@ MAX_INPUT_FILE_BYTES = 1024 * 1024
 MAX_TEXT = 4096  # a description, an env value, a label
 MAX_WORD = 512  # a package, a requirement, a URL, an MCA value
 MAX_ITEMS = 1000  # packages, pins, env entries in one list or mapping
+MAX_EPOCH = 4102444800  # 2100-01-01: a SOURCE_DATE_EPOCH past it overflows date tools
 
 # -- characters -------------------------------------------------------------------------------
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

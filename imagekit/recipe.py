@@ -79,7 +79,12 @@ class Bootstrap(Model):
 
     suite: Literal["bookworm", "trixie"] = Field(description="Debian suite to bootstrap")
     mirror: HttpUrl = Field("http://deb.debian.org/debian", description="Debian mirror URL")
-    epoch: int = Field(1700000000, ge=0, description="SOURCE_DATE_EPOCH for a byte-identical base")
+    epoch: int = Field(
+        1700000000,
+        ge=0,
+        le=grammar.MAX_EPOCH,
+        description="SOURCE_DATE_EPOCH for a byte-identical base",
+    )
     components: tuple[Literal["main", "contrib", "non-free", "non-free-firmware"], ...] = Field(
         ("main",),
         description="Archive components of the base's apt sources (contrib and non-free: "

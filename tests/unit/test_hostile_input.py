@@ -30,8 +30,9 @@ from ..conftest import RECIPES
 
 CPU = RECIPES / "deepspeed-cpu.yaml"
 BASE = yaml.safe_load(CPU.read_text())
+# CI runs 60 examples a property; IMAGEKIT_FUZZ_EXAMPLES=2000 for a longer hunt by hand.
 HYPOTHESIS = settings(
-    max_examples=60,
+    max_examples=int(os.environ.get("IMAGEKIT_FUZZ_EXAMPLES", "60")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
