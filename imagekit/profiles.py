@@ -8,7 +8,14 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from imagekit import schema_errors
 from imagekit.datafiles import UserYamlError, data_yaml, read_user_yaml
@@ -43,6 +50,23 @@ class Probe(BaseModel):
         return self
 
 
+def _absolute_path(value: str) -> str:
+    """A path a profile names inside the image (it reaches manifests and the check's commands):
+    absolute, plain characters, no `.` or `..` component."""
+    parts = value.split("/")
+    if (
+        len(value) > 255
+        or not re.fullmatch(r"/[A-Za-z0-9._+~/-]*", value)
+        or any(part in (".", "..") for part in parts)
+    ):
+        raise ValueError(f"{value[:60]!r} is not an absolute path of plain names")
+    return value
+
+
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+FileName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,127}$")]
+
+
 class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -61,8 +85,8 @@ class Profile(BaseModel):
     # K1: who runs sshd and mpirun, where the operator mounts the keys, which sshd_config
     # it starts sshd with (`sshd -De -f FILE`). Root and /etc/ssh for the seed.
     user: str = Field("root", pattern=r"^[a-z_][a-z0-9_-]*$")
-    ssh_dir: str | None = Field(None, description="default: ~USER/.ssh")
-    sshd_config: str = "/etc/ssh/sshd_config"
+    ssh_dir: AbsolutePath | None = Field(None, description="default: ~USER/.ssh")
+    sshd_config: AbsolutePath = "/etc/ssh/sshd_config"
     uid: int | None = Field(None, ge=1, description="the user's uid, for manifests (runAsUser)")
     # How the operator's Secret reaches a non-root user: its own files (mpi-operator), or
     # root's files at mode 0640 read through the group (fsGroup: Trainer v2, K2).
@@ -70,7 +94,7 @@ class Profile(BaseModel):
     key_type: Literal["rsa", "ecdsa"] = "rsa"  # K2: an ECDSA P-521 key stored as id_rsa
     # The driver's libraries, which the NVIDIA container runtime mounts into GPU containers:
     # an image must not ship them, so cuda-libraries allows exactly these to be missing.
-    driver_libraries: tuple[str, ...] = (
+    driver_libraries: tuple[FileName, ...] = (
         "libcuda.so.1",
         "libnvidia-ml.so.1",
         "libnvidia-ptxjitcompiler.so.1",

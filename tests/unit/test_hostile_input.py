@@ -265,8 +265,10 @@ def test_a_long_extends_chain_is_refused_not_a_recursion_error(capsys, tmp_path)
         ("name: \xff\n", "not UTF-8"),
         (BOMB, "alias bomb"),
         ("name: '[/red] x'\n", "name"),  # reaches tags and report titles (rich markup)
+        ("user: mpiuser\nsshd_config: /home/mpiuser/../../etc/shadow\n", "sshd_config"),
+        ("driver_libraries: ['libcuda.so.1; id']\n", "driver_libraries"),
     ],
-    ids=["string", "list", "latin-1", "alias-bomb", "markup-name"],
+    ids=["string", "list", "latin-1", "alias-bomb", "markup-name", "dotdot-path", "library"],
 )
 def test_a_hostile_profile_file_is_one_line(capsys, tmp_path, text, expected):
     profile = tmp_path / "p.yaml"
