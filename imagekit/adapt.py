@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from imagekit.errors import EngineError, ImagekitError, ImageUnusableError, UsageError
+from imagekit.labels import ADAPT_LABEL, LABEL_PREFIX
 from imagekit.ompi import OPERATOR_HOSTFILE, openmpi_major
 from imagekit.profiles import Profile
 from imagekit.render import Context, template_environment, write_context
@@ -26,7 +27,7 @@ SSHD_ROOT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", 
 ROOT_USERS = ("", "root", "0", "0:0", "root:root")
 ROOT_LOGIN_OK = ("prohibit-password", "without-password")
 SUPPORTED = ("debian", "ubuntu")
-LABEL = "io.imagekit"
+LABEL = LABEL_PREFIX
 
 
 @dataclass(frozen=True)
@@ -485,7 +486,10 @@ def read_facts(engine, image: str, inspected: dict) -> ImageFacts:
     """probe.sh's answer in a throwaway container of `image` (`inspected`: its inspect)."""
     try:
         output = engine.run_once(
-            image, ["/bin/sh", "-c", probe_script()], user="0", labels={f"{LABEL}.adapt": "probe"}
+            image,
+            ["/bin/sh", "-c", probe_script()],
+            user="0",
+            labels={ADAPT_LABEL: f"imagekit-adapt-{os.getpid()}"},
         )
     except (EngineError, ImageUnusableError):  # the engine's trouble; no /bin/sh at all
         raise

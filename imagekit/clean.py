@@ -11,15 +11,8 @@ from pathlib import Path
 
 from imagekit import journal
 from imagekit.engine import Engine
+from imagekit.labels import RUN_LABELS
 from imagekit.paths import CACHES, cache_dir
-
-# Every label a command puts on what it creates; the value is the run's ID.
-RUN_LABELS = (
-    "io.imagekit.check",
-    "io.imagekit.smoke",
-    "io.imagekit.inventory",
-    "io.imagekit.lock",
-)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 from imagekit.engine import KEEPALIVE, Engine
 from imagekit.errors import ImagekitError, ImageUnusableError
 from imagekit.files import write_tree
+from imagekit.labels import INVENTORY_LABEL
 from imagekit.layers import Entry, ImageTree, LayerInfo, final_tree, read_files, tree_in_place
 
 DPKG = "dpkg-query -W -f '${Package}\\t${Version}\\n' 2>/dev/null"
@@ -49,7 +50,6 @@ for d in m.distributions():
     found.setdefault((md["Name"] or "?").lower(), text)  # the copy Python imports: the first
 print(json.dumps(found))
 """
-INVENTORY_LABEL = "io.imagekit.inventory"  # on the container that reads packages
 # Everything the engine keeps in an image's config, but Env and Labels (their own sections).
 CONFIG_KEYS = (
     "User",

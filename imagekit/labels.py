@@ -2,3 +2,13 @@
 so the check, which reads labels of any image, does not load the recipe machinery for it."""
 
 LABEL_PREFIX = "io.imagekit"
+
+# What a command puts on every container and network it creates; the value is the run's ID.
+# `imagekit clean` removes what carries any of them (a run that was SIGKILLed, an engine that
+# went away), and nothing else.
+CHECK_LABEL = f"{LABEL_PREFIX}.check"
+SMOKE_LABEL = f"{LABEL_PREFIX}.smoke"
+INVENTORY_LABEL = f"{LABEL_PREFIX}.inventory"  # diff and sbom
+LOCK_LABEL = f"{LABEL_PREFIX}.lock"
+ADAPT_LABEL = f"{LABEL_PREFIX}.adapt"  # adapt's probe container
+RUN_LABELS = (CHECK_LABEL, SMOKE_LABEL, INVENTORY_LABEL, LOCK_LABEL, ADAPT_LABEL)

@@ -24,6 +24,7 @@ from imagekit.build import BuildInputs, check_inputs, context_options
 from imagekit.engine import Engine, Message, Reporter
 from imagekit.errors import BuildError, ImagekitError, LockError
 from imagekit.files import sha256_file, write_text_atomic
+from imagekit.labels import LOCK_LABEL
 from imagekit.loader import load_recipe
 from imagekit.lockfile import (
     Lock,
@@ -50,7 +51,6 @@ from imagekit.recipe import LoadedRecipe
 from imagekit.render import render_context, write_context
 
 REPORT = "/tmp/imagekit-pip-report.json"
-LOCK_LABEL = "io.imagekit.lock"  # on the containers a lock resolution starts
 
 
 def _run_label() -> dict[str, str]:

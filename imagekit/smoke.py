@@ -21,12 +21,12 @@ from imagekit.datafiles import data_text
 from imagekit.engine import KEEPALIVE, Container, Engine, Log, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
 from imagekit.grammar import size_in_bytes
+from imagekit.labels import SMOKE_LABEL
 from imagekit.launch import HOSTFILE, WORKER_COMMAND, LaunchRequest, recommend
 from imagekit.ompi import openmpi_major
 from imagekit.plan import LABEL_PREFIX
 from imagekit.secrets import make_secret
 
-SMOKE_LABEL = f"{LABEL_PREFIX}.smoke"
 SSH_PORT_LABEL = f"{LABEL_PREFIX}.ssh.port"
 OPENMPI_LABEL = f"{LABEL_PREFIX}.version.openmpi"
 TIMEOUT_SLACK = 15  # seconds mpirun -timeout waits beyond the launcher's timeout

@@ -24,13 +24,12 @@ from imagekit.checks.report import CheckReport
 from imagekit.datafiles import data_text
 from imagekit.engine import KEEPALIVE, Container, Engine, Message, Reporter
 from imagekit.errors import EngineError
-from imagekit.labels import LABEL_PREFIX
+from imagekit.labels import CHECK_LABEL, LABEL_PREFIX
 from imagekit.layers import LayerFile
 from imagekit.profiles import Profile
 from imagekit.secrets import keygen, split_keygen_output, write_secret
 
 OPS_LABEL = f"{LABEL_PREFIX}.deepspeed.installed-ops"  # the ops the build compiled in
-CHECK_LABEL = f"{LABEL_PREFIX}.check"  # on every container a check starts; value: the run
 # Check files in report order (pytest collects them alphabetically): the basics an
 # MPIJob needs first, the layer walk last, so the layer export overlaps the rest.
 SECTIONS = (

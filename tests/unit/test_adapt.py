@@ -460,3 +460,21 @@ def test_apt_mirror_with_nothing_to_install_changes_nothing():
     assert "imagekit-adapt/apt-install.sh" not in ctx.files
     assert "APT_MIRROR" not in ctx.files["Dockerfile"]
     assert ctx == render_adapt(plan(COMPLETE.replace("run_sshd=root 755\n", "")))
+
+
+def test_the_probe_container_carries_a_run_label_clean_knows():
+    """A probe container left by a SIGKILLed `imagekit adapt` must be one `imagekit clean`
+    lists: its label is one of the run labels (it was io.imagekit.adapt=probe, unknown)."""
+    from imagekit.adapt import read_facts
+    from imagekit.labels import RUN_LABELS
+
+    seen = {}
+
+    class Engine:
+        def run_once(self, image, command, user, labels):
+            seen.update(labels)
+            return "probe=done\n"
+
+    read_facts(Engine(), "example/train:1.0", {"Config": {}})
+    ((label, run),) = seen.items()
+    assert label in RUN_LABELS and run.startswith("imagekit-adapt-")
