@@ -21,11 +21,11 @@ from imagekit.labels import ADAPT_LABEL, LABEL_PREFIX
 from imagekit.ompi import OPERATOR_HOSTFILE, openmpi_major
 from imagekit.profiles import Profile
 from imagekit.render import Context, template_environment, write_context
+from imagekit.requirements import SSH_CLIENT, SSHD, SettingsRequirement
 
 # What sshd gives a root session when nothing else (pam_env, SetEnv) says otherwise.
 SSHD_ROOT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 ROOT_USERS = ("", "root", "0", "0:0", "root:root")
-ROOT_LOGIN_OK = ("prohibit-password", "without-password")
 SUPPORTED = ("debian", "ubuntu")
 LABEL = LABEL_PREFIX
 
@@ -341,27 +341,28 @@ def _user_session_env(facts: ImageFacts) -> tuple[str, ...]:
     return tuple(sorted(found | {"PATH"}))
 
 
-def _sshd_wrong(facts: ImageFacts, port: int) -> bool:
-    def setting(name: str) -> str:
-        return facts.get(f"sshd.{name}")
+def _settings(facts: ImageFacts, source: str) -> dict[str, str]:
+    """What probe.sh read of `sshd -T` (source "sshd") or `ssh -G` ("ssh"), by name."""
+    prefix = f"{source}."
+    return {k.removeprefix(prefix): v for k, v in facts.probed.items() if k.startswith(prefix)}
 
-    return (
-        setting("port") != str(port)
-        or setting("strictmodes") != "no"
-        or setting("pubkeyauthentication") != "yes"
-        or setting("permitrootlogin") not in ROOT_LOGIN_OK
-        or setting("passwordauthentication") != "no"
-        or setting("kbdinteractiveauthentication") not in ("no", "")
-        or setting("usepam") not in ("yes", "1")
-    )
+
+def failing_units(facts: ImageFacts, source: str, port: int) -> list[type[SettingsRequirement]]:
+    """The setting units (imagekit/requirements) the image does not pass, judged by the same
+    rule the check uses: adapt remedies each whose verdict is not "pass"."""
+    units = SSHD if source == "sshd" else SSH_CLIENT
+    settings = _settings(facts, source)
+    return [unit for unit in units if not unit.judge(settings, port).passed]
+
+
+def _sshd_wrong(facts: ImageFacts, port: int) -> bool:
+    # UsePAM: pam_env is how root's ssh sessions get the image's environment (K4's remedy).
+    usepam = _settings(facts, "sshd").get("usepam") in ("yes", "1")
+    return bool(failing_units(facts, "sshd", port)) or not usepam
 
 
 def _ssh_wrong(facts: ImageFacts, port: int) -> bool:
-    return (
-        facts.get("ssh.port") != str(port)
-        or facts.get("ssh.stricthostkeychecking") not in ("false", "no")
-        or facts.get("ssh.userknownhostsfile").split()[:1] != ["/dev/null"]
-    )
+    return bool(failing_units(facts, "ssh", port))
 
 
 def _session_env(facts: ImageFacts) -> tuple[str, ...]:

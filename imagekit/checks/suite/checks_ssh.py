@@ -16,6 +16,7 @@ from imagekit.checks.facts import (
     ssh_client_settings,
     sshd_binary,
 )
+from imagekit.requirements import Judgement, SettingsRequirement, ssh
 
 # -- R4, R5, R3: sshd and its effective settings ---------------------------------------------
 
@@ -36,65 +37,49 @@ def check_sshd_config(ctx, host, user_host, effective_sshd):
     expect(code == 0, f"sshd -t: {output}")
 
 
-def _setting(effective_sshd, name: str) -> str:
+def _sshd_settings(effective_sshd) -> dict[str, str]:
     if effective_sshd is None:
         pytest.skip("sshd missing or its configuration is invalid (see sshd-config)")
-    return effective_sshd.get(name, "")
+    return effective_sshd
 
 
-@check(
-    "strictmodes",
-    "R5",
-    "sshd runs with StrictModes no",
-    fix="set `StrictModes no` in /etc/ssh/sshd_config (Secret-mounted keys fail mode checks)",
-)
-def check_strictmodes(effective_sshd):
-    value = _setting(effective_sshd, "strictmodes")
-    expect(value == "no", f"sshd -T: strictmodes {value}")
+def check_of(unit: type[SettingsRequirement]):
+    """`@check` with the unit's ID, requirement, title and fix (imagekit/requirements)."""
+    return check(unit.check_id, unit.requirement, unit.title, fix=unit.fix)
 
 
-@check(
-    "pubkey-auth",
-    "R3",
-    "sshd accepts public keys",
-    fix="set `PubkeyAuthentication yes` in /etc/ssh/sshd_config",
-)
-def check_pubkey_auth(effective_sshd):
-    value = _setting(effective_sshd, "pubkeyauthentication")
-    expect(value == "yes", f"sshd -T: pubkeyauthentication {value}")
+def expect_judgement(judgement: Judgement, note=None) -> None:
+    expect(not judgement.failed, judgement.evidence)
+    if judgement.status == "warn" and note is not None:
+        note("warn", judgement.evidence)
 
 
-@check(
-    "root-login-key-only",
-    "R3",
-    "root may log in with a key and never with a password",
-    fix="set `PermitRootLogin prohibit-password` in /etc/ssh/sshd_config",
-)
+@check_of(ssh.StrictModes)
+def check_strictmodes(ctx, effective_sshd):
+    expect_judgement(ssh.StrictModes.judge(_sshd_settings(effective_sshd), ctx.port))
+
+
+@check_of(ssh.PubkeyAuth)
+def check_pubkey_auth(ctx, effective_sshd):
+    expect_judgement(ssh.PubkeyAuth.judge(_sshd_settings(effective_sshd), ctx.port))
+
+
+@check_of(ssh.RootLoginKeyOnly)
 def check_root_login(ctx, effective_sshd):
     if ctx.profile.non_root:
         pytest.skip(f"profile {ctx.profile.name}: {ctx.profile.user} logs in, not root")
-    value = _setting(effective_sshd, "permitrootlogin")
-    expect(value in ("prohibit-password", "without-password"), f"sshd -T: permitrootlogin {value}")
+    expect_judgement(ssh.RootLoginKeyOnly.judge(_sshd_settings(effective_sshd), ctx.port))
 
 
-@check(
-    "password-auth-off",
-    "SEC",
-    "password and keyboard-interactive logins are off",
-    fix="set `PasswordAuthentication no` and `KbdInteractiveAuthentication no`",
-)
-def check_password_auth(host, effective_sshd, note):
-    password = _setting(effective_sshd, "passwordauthentication")
-    kbd = effective_sshd.get(
-        "kbdinteractiveauthentication", effective_sshd.get("challengeresponseauthentication", "no")
-    )
-    if password == "no" and kbd == "no":
+@check_of(ssh.PasswordLoginsOff)
+def check_password_auth(ctx, host, effective_sshd, note):
+    judgement = ssh.PasswordLoginsOff.judge(_sshd_settings(effective_sshd), ctx.port)
+    if judgement.passed:
         return
-    seen = f"sshd -T: passwordauthentication {password}, kbdinteractiveauthentication {kbd}"
     # Exploitable only if some account has a password: a hash, not *, ! or empty.
     users = host.run("awk -F: '$2 !~ /^([*!].*)?$/ {print $1}' /etc/shadow").stdout.split()
-    expect(not users, f"{seen}; accounts with a password: {', '.join(users)}")
-    note("warn", f"{seen}; no account has a password today, but turn it off")
+    expect(not users, f"{judgement.evidence}; accounts with a password: {', '.join(users)}")
+    note("warn", f"{judgement.evidence}; no account has a password today, but turn it off")
 
 
 # -- R6, R4 (start), R10, R9 -----------------------------------------------------------------
@@ -136,50 +121,24 @@ def check_sshd_start(sshd, note):
     note("info", sshd.evidence)
 
 
-@check(
-    "sshd-port",
-    "R10",
-    "sshd and the ssh client use the platform's port",
-    fix="set `Port` in /etc/ssh/sshd_config and /etc/ssh/ssh_config to the platform's port",
-)
+@check_of(ssh.SshdPort)
 def check_sshd_port(ctx, user_host, effective_sshd):
-    server = int(_setting(effective_sshd, "port") or 22)
-    client = ssh_client_settings(user_host).get("port", "22")
-    client_port = int(client) if client.isdigit() else 22
+    server = ssh.SshdPort.judge(_sshd_settings(effective_sshd), ctx.port)
+    client = ssh.ClientPort.judge(ssh_client_settings(user_host), ctx.port)
     expect(
-        server == ctx.port and client_port == ctx.port,
-        (
-            f"profile {ctx.profile.name} expects port {ctx.port}; "
-            f"sshd listens on {server}, the ssh client dials {client_port}"
-        ),
+        server.passed and client.passed,
+        f"profile {ctx.profile.name} expects port {ctx.port}; {server.evidence}, {client.evidence}",
     )
 
 
-@check(
-    "no-host-key-prompt",
-    "R9",
-    "the ssh client never asks about unknown host keys",
-    fix="in /etc/ssh/ssh_config: `StrictHostKeyChecking no` and `UserKnownHostsFile /dev/null`",
-)
+@check_of(ssh.NoHostKeyPrompt)
 def check_host_key_prompt(ctx, user_host, note):
     if not has(ctx, user_host, "ssh"):
         fail(
             "no ssh client (openssh-client): mpirun cannot reach workers",
             fix=SSH_CLIENT_FIX,
         )
-    settings = ssh_client_settings(user_host)
-    strict = settings.get("stricthostkeychecking", "ask")
-    known = settings.get("userknownhostsfile", "~/.ssh/known_hosts")
-    expect(
-        strict in ("false", "no", "accept-new"),
-        (f"ssh -G: stricthostkeychecking {strict}: mpirun would hang at a host-key prompt"),
-    )
-    if strict == "accept-new" or known.split()[0] != "/dev/null":
-        note(
-            "warn",
-            f"stricthostkeychecking {strict}, userknownhostsfile {known}: writes to "
-            "~/.ssh, which a Secret mount makes read-only",
-        )
+    expect_judgement(ssh.NoHostKeyPrompt.judge(ssh_client_settings(user_host), ctx.port), note)
 
 
 # -- R3, R7: real logins ---------------------------------------------------------------------
