@@ -17,6 +17,7 @@ from imagekit.errors import ImagekitError, ImageUnusableError
 from imagekit.files import write_tree
 from imagekit.labels import INVENTORY_LABEL
 from imagekit.layers import Entry, ImageTree, LayerInfo, final_tree, read_files, tree_in_place
+from imagekit.sbom import cyclonedx
 
 DPKG = "dpkg-query -W -f '${Package}\\t${Version}\\n' 2>/dev/null"
 # Every installed distribution, in sys.path order: the first of a name is the one Python
@@ -342,7 +343,6 @@ def _props(entry: Entry, fields: tuple[str, ...]) -> dict[str, Any]:
 
 
 def sbom_of(image: str, recipe: Path | None = None) -> dict:
-    from imagekit.sbom import cyclonedx
     from imagekit.targets import recipe_plan
 
     engine = Engine.connect()

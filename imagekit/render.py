@@ -10,12 +10,12 @@ import os
 import re
 import shlex
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
 
-from imagekit import rendercache
 from imagekit.errors import RecipeError, StaleRenderError
 from imagekit.files import TREE_MARKER, write_tree
 from imagekit.grammar import control_characters
@@ -316,18 +316,22 @@ from imagekit.paths import DEFAULT_RENDERS_DIR  # noqa: E402  (re-exported)
 
 
 def render_recipes(
-    paths: list[Path], out: Path | None, renders_dir: Path = DEFAULT_RENDERS_DIR
+    paths: list[Path],
+    out: Path | None,
+    renders_dir: Path = DEFAULT_RENDERS_DIR,
+    record: Callable[[Path, list[Path], str, Context], None] | None = None,
 ) -> list[Path]:
-    """Write each recipe's build context (to `out`, or dockerfiles/<name>/)."""
+    """Write each recipe's build context (to `out`, or dockerfiles/<name>/). `record(recipe,
+    inputs, name, context)` is told of each render written (rendercache records them: passed
+    in, so this module does not import its caller)."""
     if out is not None and len(paths) != 1:
         raise RecipeError([f"-o {out}: give exactly one recipe with -o"])
     rendered = [(v, render_context(v.plan)) for v in validate(paths)]
     written = []
     for v, ctx in rendered:
         written.append(write_context(ctx, out or renders_dir / v.plan.name))
-        inputs = [*v.loaded.sources, lock_path(v.loaded.path)]
-        entry = rendercache.Entry(v.plan.name, dict(ctx.files), dict(ctx.modes))
-        rendercache.record(v.loaded.path, inputs, entry)
+        if record is not None:
+            record(v.loaded.path, [*v.loaded.sources, lock_path(v.loaded.path)], v.plan.name, ctx)
     return written
 
 

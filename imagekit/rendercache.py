@@ -131,6 +131,11 @@ def render_recipes(paths: list[Path], out: Path | None, renders_dir: Path) -> li
         entries = [lookup(p, fingerprint) for p in paths]
         if all(e is not None for e in entries):
             return [write_tree(e.files, e.modes, out or renders_dir / e.name) for e in entries]
+    # Imported here, not above: the recorded path above must not load the recipe model,
+    # the rules or Jinja2 (that is its whole point; tests/unit/test_render_cache.py).
     from imagekit import render  # the full render: validation, plan, templates
 
-    return render.render_recipes(paths, out, renders_dir)
+    def record_render(recipe: Path, inputs: list[Path], name: str, context) -> None:
+        record(recipe, inputs, Entry(name, dict(context.files), dict(context.modes)))
+
+    return render.render_recipes(paths, out, renders_dir, record=record_render)

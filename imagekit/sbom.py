@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from imagekit import __version__
-from imagekit.inventory import Inventory
+
+if TYPE_CHECKING:  # for annotations only: inventory imports this module to make SBOMs
+    from imagekit.inventory import Inventory
 from imagekit.plan import LABEL_PREFIX, Plan
 
 SPEC = "1.5"

@@ -39,7 +39,7 @@ def render(recipe: Path, out: Path, monkeypatch, fast: bool) -> str:
     calls = []
     original = full.render_recipes
     with monkeypatch.context() as m:
-        m.setattr(full, "render_recipes", lambda *a: calls.append(a) or original(*a))
+        m.setattr(full, "render_recipes", lambda *a, **k: calls.append(a) or original(*a, **k))
         rendercache.render_recipes([recipe], out, Path("unused"))
     assert bool(calls) != fast, "a full render" if fast else "no full render"
     return (out / "Dockerfile").read_text()
