@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from imagekit import __version__, display, signals
+from imagekit import __version__, display, operators, signals
 from imagekit.console import LazyConsole, escape
 from imagekit.errors import (
     CheckFailedError,
@@ -555,8 +555,8 @@ def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], .
 @click.option("--workdir", help="Directory the command runs in (inside the launcher).")
 @click.option(
     "--operator",
-    type=click.Choice(["mpi-operator", "trainer-v2"]),
-    default="mpi-operator",
+    type=click.Choice(operators.NAMES),
+    default=operators.DEFAULT,
     show_default=True,
     help="Whose layout to imitate: host names, hostfile, launcher environment, Secret keys.",
 )
@@ -591,8 +591,8 @@ def smoke(image: str, profile: str | None, **kw) -> None:
         chosen = load_profile(profile)
         default_config = chosen.sshd_config == "/etc/ssh/sshd_config"
         source = click.get_current_context().get_parameter_source("operator")
-        if chosen.secret_files == "group-readable" and source is ParameterSource.DEFAULT:
-            kw["operator"] = "trainer-v2"  # its Secret layout is Trainer v2's (K2)
+        if source is ParameterSource.DEFAULT:  # the operator whose Secret layout it is (K2)
+            kw["operator"] = operators.by_secret_files(chosen.secret_files).name
         kw.update(
             user=chosen.user,
             key_dir=chosen.key_dir,
@@ -715,8 +715,8 @@ def lint_cmd(command, source, workers, slots, debugging, root_env, openmpi_major
 @click.option("--shm-size", default="1Gi", show_default=True, help="/dev/shm emptyDir size.")
 @click.option(
     "--operator",
-    type=click.Choice(["mpi-operator", "trainer-v2"]),
-    default="mpi-operator",
+    type=click.Choice(operators.NAMES),
+    default=operators.DEFAULT,
     show_default=True,
     help="mpi-operator: an MPIJob (kubeflow.org/v2beta1); trainer-v2: a TrainingRuntime and "
     "the TrainJob using it (trainer.kubeflow.org/v1alpha1).",
@@ -741,7 +741,8 @@ def mpijob(
         target, name, workers, slots, command, gpus_per_worker, shm_size, operator, profile
     )
     text = yaml.safe_dump_all(documents, sort_keys=False)
-    if operator == "trainer-v2" and not (profile and load_profile(profile).non_root):
+    group_readable = operators.OPERATORS[operator].secret_files == "group-readable"
+    if group_readable and not (profile and load_profile(profile).non_root):
         err.print(
             "[yellow]WARNING[/] Trainer v2 mounts its Secret's key with mode 0640 for a non-root "
             "user (fsGroup); the ssh client of an image running as root ignores such a key (K5). "

@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from imagekit import grammar
+from imagekit import grammar, operators
 from imagekit.errors import UsageError
 from imagekit.ompi import OMPI5_MCA_RENAMES, OPERATOR_HOSTFILE
 
@@ -722,9 +722,6 @@ def openmpi_major_of(flag: str | None, recipe: Path | None) -> int | None:
     return plan.openmpi_major if plan is not None else None
 
 
-OPERATORS = ("mpi-operator", "trainer-v2")
-
-
 def mpijob_manifest(
     target: str,
     name: str,
@@ -733,7 +730,7 @@ def mpijob_manifest(
     command: tuple[str, ...],
     gpus_per_worker: int,
     shm_size: str,
-    operator: str = "mpi-operator",
+    operator: str = operators.DEFAULT,
     profile: str | None = None,
 ) -> list[dict]:
     """The documents to `kubectl apply` for TARGET under `operator`."""
@@ -755,7 +752,7 @@ def mpijob_manifest(
         recipe,
         profile or "seed",
     )
-    if operator == "trainer-v2":
+    if operators.OPERATORS[operator].manifest == "TrainJob":
         plan = recipe_plan(recipe)
         port = plan.ssh_port if plan is not None else 22
         if chosen is not None and chosen.non_root:

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from imagekit import grammar
+from imagekit import grammar, operators
 from imagekit.datafiles import data_text
 from imagekit.engine import KEEPALIVE, Container, Engine, Log, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
@@ -44,7 +44,7 @@ class SmokeOptions:
     command: tuple[str, ...] = ()  # empty: the seed's recommended mpirun line with the probe
     copies: tuple[tuple[Path, str], ...] = ()  # (local file or dir, path in every container)
     workdir: str | None = None
-    operator: str = "mpi-operator"  # whose layout to imitate: mpi-operator | trainer-v2
+    operator: str = operators.DEFAULT  # whose layout to imitate: a name in operators.NAMES
     # K1's non-root workers (from a profile): who runs sshd and mpirun, where the keys are
     # mounted, which config sshd is started with (`sshd -De -f FILE`).
     user: str = "root"
@@ -54,9 +54,6 @@ class SmokeOptions:
     # (DS_ACCELERATOR=cpu runs a GPU image's MPI half on a host without GPUs).
     env: tuple[tuple[str, str], ...] = ()
     gpus: str | None = None  # all | N, on every worker (the NVIDIA container runtime's)
-
-
-OPERATORS = ("mpi-operator", "trainer-v2")
 
 
 @dataclass(frozen=True)
@@ -79,17 +76,10 @@ class Topology:
         return self.workers[rank // self.slots]
 
 
-def topology(job: str, workers: int, slots: int, operator: str = "mpi-operator") -> Topology:
-    """Host names as each operator makes them: mpi-operator's worker service
-    (`<job>-worker-<i>.<job>-worker.<ns>.svc`), or Trainer v2's JobSet pods
-    (`<job>-<replicatedjob>-<i>-<j>.<job>`, K2)."""
-    if operator == "trainer-v2":
-        names = tuple(f"{job}-node-0-{i}" for i in range(workers))
-        fqdns = tuple(f"{name}.{job}" for name in names)
-        return Topology(job, names, fqdns, slots, launcher=f"{job}-launcher-0-0")
-    names = tuple(f"{job}-worker-{i}" for i in range(workers))
-    fqdns = tuple(f"{name}.{job}-worker.default.svc" for name in names)
-    return Topology(job, names, fqdns, slots)
+def topology(job: str, workers: int, slots: int, operator: str = operators.DEFAULT) -> Topology:
+    """Host names as the operator makes them (operators.Operator.pods)."""
+    names, fqdns, launcher = operators.OPERATORS[operator].pods(job, workers)
+    return Topology(job, names, fqdns, slots, launcher=launcher)
 
 
 def default_command(
@@ -230,8 +220,11 @@ def check_options(options: SmokeOptions) -> None:
         raise UsageError(f"--slots {options.slots}: must be 1..64")
     if options.keys not in ("mounted", "image"):
         raise UsageError(f"--keys {options.keys}: must be mounted or image")
-    if options.operator not in OPERATORS:
-        raise UsageError(f"--operator {options.operator}: must be one of {', '.join(OPERATORS)}")
+    if options.operator not in operators.OPERATORS:
+        raise UsageError(
+            f"--operator {grammar.shown(options.operator)}: must be one of "
+            f"{', '.join(operators.NAMES)}"
+        )
     if not size_in_bytes(options.shm_size):
         raise UsageError(
             f"--shm-size {grammar.shown(options.shm_size)}: not a size like 1g, 512m or 1073741824"
@@ -266,10 +259,11 @@ def smoke(
         engine.create_network(job, label)
         volumes = {}
         if options.keys == "mounted":
-            trainer = options.operator == "trainer-v2"
             # mpi-operator hands a non-root user its own Secret files; Trainer v2 keeps them
             # root's, readable through the group (fsGroup, 0640: K2).
-            owner = None if run_as is None else ((0, run_as[1]) if trainer else run_as)
+            operator = operator_of(options)
+            group_readable = operator.secret_files == "group-readable"
+            owner = None if run_as is None else ((0, run_as[1]) if group_readable else run_as)
             secret = make_secret(
                 engine,
                 image,
@@ -277,9 +271,9 @@ def smoke(
                 world_writable=True,
                 labels=label,
                 # K2: Trainer's Secret holds an ECDSA P-521 key under the name id_rsa, 0640
-                key_type="ecdsa" if trainer else "rsa",
-                private_mode=0o640 if trainer else 0o600,
-                public_mode=0o640 if trainer else 0o600,  # the volume's defaultMode
+                key_type=operator.key_type,
+                private_mode=operator.key_mode,
+                public_mode=operator.key_mode,  # the volume's defaultMode
                 owner=owner,
             )
             volumes = {str(secret): options.key_dir}
@@ -381,10 +375,12 @@ def _start_launcher(engine, image, top, volumes, options, label, user=None) -> C
         labels=label,
         environment={**launcher_env(options, top), **dict(options.env)},
     )
-    # Trainer v2 mounts its hostfile from a ConfigMap, read-only (0444)
-    mode = 0o444 if options.operator == "trainer-v2" else 0o644
-    box.put_file(HOSTFILE, top.hostfile().encode(), mode=mode)
+    box.put_file(HOSTFILE, top.hostfile().encode(), mode=operator_of(options).hostfile_mode)
     return box
+
+
+def operator_of(options: SmokeOptions) -> operators.Operator:
+    return operators.OPERATORS[options.operator]
 
 
 def launcher_env(options: SmokeOptions, top: Topology | None = None) -> dict[str, str]:
@@ -392,9 +388,11 @@ def launcher_env(options: SmokeOptions, top: Topology | None = None) -> dict[str
     hostnames; Trainer v2 (K2) also the default slots and ssh connection attempts."""
     env = {"OMPI_MCA_orte_default_hostfile": HOSTFILE, "OMPI_MCA_orte_keep_fqdn_hostnames": "true"}
     rsh_args = [f"-p {options.port}"] if options.port is not None else []
-    if options.operator == "trainer-v2":
+    operator = operator_of(options)
+    if operator.sets_default_slots:
         env["OMPI_MCA_orte_set_default_slots"] = str(top.slots if top else options.slots)
-        rsh_args.insert(0, "-o ConnectionAttempts=10")
+    if operator.ssh_connection_attempts:
+        rsh_args.insert(0, f"-o ConnectionAttempts={operator.ssh_connection_attempts}")
     if rsh_args:
         env["OMPI_MCA_plm_rsh_args"] = " ".join(rsh_args)
     return env
