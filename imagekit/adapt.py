@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from imagekit.errors import EngineError, ImagekitError, ImageUnusableError, UsageError
+from imagekit.grammar import parse_ref
 from imagekit.labels import ADAPT_LABEL, LABEL_PREFIX
 from imagekit.ompi import OPERATOR_HOSTFILE, openmpi_major
 from imagekit.profiles import Profile
@@ -508,12 +509,9 @@ def read_facts(engine, image: str, inspected: dict) -> ImageFacts:
 def default_tag(image: str, profile: str) -> str:
     """IMAGE's name with `-PROFILE` after its tag: a digest (name@sha256:...) is not a tag, so
     its first 12 hex digits stand in for one; a registry's port is not a tag either."""
-    name, _, digest = image.partition("@")
-    tag = ""
-    if ":" in name.rsplit("/", 1)[-1]:
-        name, _, tag = name.rpartition(":")
-    tag = tag or digest.partition(":")[2][:12] or "latest"
-    return f"{name}:{tag}-{profile}"
+    ref = parse_ref(image)
+    tag = ref.tag or (ref.digest or "").removeprefix("sha256:")[:12] or "latest"
+    return f"{ref.name}:{tag}-{profile}"
 
 
 def adapt(

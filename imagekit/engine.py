@@ -40,7 +40,7 @@ from imagekit.errors import (
     UsageError,
 )
 from imagekit.events import Event, Log, Message, Reporter, Step  # noqa: F401 - re-exported
-from imagekit.grammar import human_size
+from imagekit.grammar import human_size, parse_ref
 
 # A container that idles until stopped, whatever the image's entrypoint (checks, launchers).
 KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 1; done"]
@@ -111,7 +111,7 @@ class Engine:
             raise ImageNotFoundError(f"image {ref}: not found in the engine") from None
 
     def import_tarball(self, tarball: Path, ref: str) -> str:
-        repository, tag = ref.rsplit(":", 1)
+        repository, tag = split_ref(ref)
         with _engine_errors(f"cannot import {tarball}"):
             self.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
         return self.inspect_image(ref)["Id"]
@@ -795,11 +795,12 @@ def _until_heard(ask: Callable[[], tuple]) -> tuple:
 
 
 def split_ref(ref: str) -> tuple[str, str]:
-    """'host:5000/a/b:tag' -> ('host:5000/a/b', 'tag')"""
-    name, sep, tag = ref.rpartition(":")
-    if not sep or "/" in tag:
+    """'host:5000/a/b:tag' -> ('host:5000/a/b', 'tag'); no tag: 'latest' (grammar.parse_ref)."""
+    try:
+        parsed = parse_ref(ref)
+    except ValueError:
         return ref, "latest"
-    return name, tag
+    return parsed.name, parsed.tag or "latest"
 
 
 # The runtime's words when it cannot execute a container's first program: at start

@@ -14,6 +14,7 @@ Standard library and `packaging` only: flags are checked on the start-up path.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 # -- sizes ---------------------------------------------------------------------------------------
@@ -186,7 +187,12 @@ def human_size(size: int) -> str:
 # As the distribution spec spells them (ASCII only: Python's \w would take any letter).
 REF_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 REF_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
-REF_HOST = r"[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]{1,5})?"
+# A registry host is told from a path component as Docker tells it: it has a dot or a port,
+# or is localhost (`team/img` is a path; `A/img` is neither, so it is refused).
+REF_HOST = (
+    r"(?:(?:[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)+|localhost)(?::[0-9]{1,5})?"
+    r"|[a-zA-Z0-9-]+:[0-9]{1,5})"
+)
 IMAGE_REF = re.compile(
     rf"(?:(?P<host>{REF_HOST})/)?"  # optional registry host[:port]/ (a dot, a port or localhost)
     rf"(?P<path>{REF_COMPONENT}(?:/{REF_COMPONENT})*)"
@@ -203,6 +209,25 @@ def check_image_ref(value: str) -> str:
     if len(value) > 255 or not IMAGE_REF.fullmatch(value):
         raise ValueError(f"{quoted(value)} is not an image reference ([host/]name[:tag][@digest])")
     return value
+
+
+@dataclass(frozen=True)
+class Reference:
+    """An image reference in its parts: `name` is [host[:port]/]path."""
+
+    name: str
+    tag: str | None = None
+    digest: str | None = None
+
+
+def parse_ref(value: str) -> Reference:
+    """The one parser of image references (a registry's port is not a tag; a digest is not
+    one either). ValueError when `value` is not a reference."""
+    match = IMAGE_REF.fullmatch(value) if len(value) <= 255 else None
+    if match is None:
+        raise ValueError(f"{quoted(value)} is not an image reference ([host/]name[:tag][@digest])")
+    name = f"{match['host']}/{match['path']}" if match["host"] else match["path"]
+    return Reference(name, match["tag"], match["digest"])
 
 
 def check_tag_ref(value: str) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from imagekit.grammar import parse_ref
+
 if TYPE_CHECKING:
     from imagekit.plan import Plan
 
@@ -36,5 +38,5 @@ def publish_target(target: str) -> tuple[str, tuple[str, ...]]:
     """The image to publish and the recipe's moving tags (none for a plain image)."""
     image, recipe = resolve_target(target)
     plan = recipe_plan(recipe)
-    moving = tuple(t.rsplit(":", 1)[1] for t in plan.moving_tags) if plan else ()
+    moving = tuple(parse_ref(t).tag or "latest" for t in plan.moving_tags) if plan else ()
     return image, moving
