@@ -440,7 +440,7 @@ def _describe_mca(mca: McaFile, facts: ImageFacts) -> str:
 def render_adapt(plan: AdaptPlan) -> Context:
     """Pure: the build context (Dockerfile and imagekit-adapt/ files) for `plan`."""
     env = template_environment(trim_blocks=True)
-    values = {"plan": plan}
+    values = {"plan": plan, "sshd_units": SSHD, "ssh_units": SSH_CLIENT}
     files = {"Dockerfile": env.get_template("adapt/Dockerfile.j2").render(values)}
     if plan.needs_script:
         files["imagekit-adapt/adapt.sh"] = env.get_template("adapt/adapt.sh.j2").render(values)

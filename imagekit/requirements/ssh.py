@@ -78,7 +78,8 @@ class PasswordLoginsOff(SettingsRequirement):
     requirement = "SEC"
     title = "password and keyboard-interactive logins are off"
     fix = "set `PasswordAuthentication no` and `KbdInteractiveAuthentication no`"
-    remedy = "PasswordAuthentication no\nKbdInteractiveAuthentication no"
+    # ChallengeResponseAuthentication: every OpenSSH reads it (8.7+ as KbdInteractive's alias).
+    remedy = "PasswordAuthentication no\nChallengeResponseAuthentication no"
     source = "sshd"
     settings = (
         "passwordauthentication",
