@@ -40,6 +40,10 @@ class SettingsRequirement:
     remedy: ClassVar[str]  # the setting adapt writes, `{port}` filled in
     source: ClassVar[Literal["sshd", "ssh"]]
     settings: ClassVar[tuple[str, ...]]  # the names it reads: the facts its probe must print
+    # What a failed MPIJob's output shows when the requirement is not met (a regular
+    # expression), and what `imagekit smoke` then tells the user. None: no telltale line.
+    symptom: ClassVar[str | None] = None
+    diagnosis: ClassVar[str | None] = None
 
     @classmethod
     def judge(cls, settings: Mapping[str, str], port: int) -> Judgement:

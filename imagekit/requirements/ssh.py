@@ -23,6 +23,8 @@ class StrictModes(SettingsRequirement):
     remedy = "StrictModes no"
     source = "sshd"
     settings = ("strictmodes",)
+    symptom = r"Authentication refused: bad ownership or modes"
+    diagnosis = "R5: sshd refuses the mounted keys: StrictModes is on (set StrictModes no)"
 
     @classmethod
     def judge(cls, settings: Mapping[str, str], port: int) -> Judgement:
@@ -146,6 +148,11 @@ class NoHostKeyPrompt(SettingsRequirement):
     remedy = "StrictHostKeyChecking no\nUserKnownHostsFile /dev/null"
     source = "ssh"
     settings = ("stricthostkeychecking", "userknownhostsfile")
+    symptom = r"Host key verification failed|Are you sure you want to continue connecting"
+    diagnosis = (
+        "R9: ssh stops at a host-key prompt (StrictHostKeyChecking no, UserKnownHostsFile "
+        "/dev/null in /etc/ssh/ssh_config)"
+    )
 
     @classmethod
     def judge(cls, settings: Mapping[str, str], port: int) -> Judgement:

@@ -157,3 +157,16 @@ def test_every_unit_is_registered_once_and_declares_its_words():
         assert unit.check_id and unit.requirement and unit.title and unit.fix and unit.remedy
         assert unit.settings and unit.source in ("sshd", "ssh") and unit.__doc__
         assert unit.judge({}, 22).status in ("pass", "warn", "fail")  # defaults of the program
+
+
+@pytest.mark.parametrize(
+    "unit, line",
+    [
+        (ssh.NoHostKeyPrompt, "Host key verification failed."),
+        (ssh.StrictModes, "Authentication refused: bad ownership or modes for directory /root"),
+    ],
+)
+def test_smoke_diagnoses_a_units_symptom_in_its_words(unit, line):
+    from imagekit.smoke import diagnose
+
+    assert diagnose(f"noise\n{line}\n") == [f"{unit.diagnosis} -- evidence: {line}"]
