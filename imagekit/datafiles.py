@@ -15,11 +15,13 @@ from typing import Any
 
 import yaml
 
+from imagekit.grammar import MAX_INPUT_FILE_BYTES
+
 # Users' YAML (recipes, locks, profile files): at most this many bytes, and this many nodes
 # once aliases are expanded. A "billion laughs" file is a few hundred bytes whose aliases
 # expand to 10^9 nodes: the objects are shared, but whatever walks or prints the value
 # (validation, an error's repr, the recipe hash) would never finish.
-MAX_YAML_BYTES = 1024 * 1024
+MAX_YAML_BYTES = MAX_INPUT_FILE_BYTES
 MAX_YAML_NODES = 200_000
 
 DATA_DIR = Path(__file__).parent / "data"

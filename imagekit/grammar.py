@@ -236,11 +236,3 @@ def check_tag_ref(value: str) -> str:
     if "@" in value:
         raise ValueError(f"{quoted(value)}: a digest cannot be a tag")
     return value
-
-
-def is_image_ref(value: str) -> bool:
-    try:
-        check_image_ref(value)
-    except ValueError:
-        return False
-    return True

@@ -23,6 +23,7 @@ from typing import Any
 from imagekit import __version__
 from imagekit.errors import OutputError
 from imagekit.files import write_text_atomic, write_tree
+from imagekit.grammar import MAX_INPUT_FILE_BYTES
 from imagekit.paths import cache_dir, cache_off, users_own
 
 FORMAT = 1
@@ -66,7 +67,7 @@ def _entry_path(recipe: Path, fingerprint: str) -> Path:
 # A recorded input larger than this, or not a regular file, is never read here: it no longer
 # matches, and the full render that follows refuses it in one line (a recipe swapped for a
 # link to /dev/zero would otherwise be read forever).
-_MAX_INPUT_BYTES = 1024 * 1024
+_MAX_INPUT_BYTES = MAX_INPUT_FILE_BYTES
 
 
 def _file_digest(path: Path) -> str | None:
