@@ -112,28 +112,19 @@ class SshdPort(SettingsRequirement):
     remedy = "Port {port}"
     source = "sshd"
     settings = ("port",)
+    uses_port = "sshd listens on"  # how the evidence says what the program does with it
 
     @classmethod
     def judge(cls, settings: Mapping[str, str], port: int) -> Judgement:
         value = settings.get("port", "22")
-        return _verdict(value == str(port), f"sshd listens on {value}")
+        return _verdict(value == str(port), f"{cls.uses_port} {value}")
 
 
-class ClientPort(SettingsRequirement):
+class ClientPort(SshdPort):
     """R10: mpirun's ssh dials the port the workers' sshd listens on."""
 
-    check_id = "sshd-port"
-    requirement = "R10"
-    title = SshdPort.title
-    fix = SshdPort.fix
-    remedy = "Port {port}"
     source = "ssh"
-    settings = ("port",)
-
-    @classmethod
-    def judge(cls, settings: Mapping[str, str], port: int) -> Judgement:
-        value = settings.get("port", "22")
-        return _verdict(value == str(port), f"the ssh client dials {value}")
+    uses_port = "the ssh client dials"
 
 
 class NoHostKeyPrompt(SettingsRequirement):
