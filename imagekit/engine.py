@@ -253,6 +253,9 @@ class Engine:
         try:
             for chunk in _chunks(stream):
                 if "error" in chunk:
+                    # The engine ends its answer after an error: read it to its end, so the
+                    # connection goes back to the pool instead of staying open (a leaked socket).
+                    _finish(stream)
                     failure = _step_failed(current, chunk, tail)
                     if _killed(chunk) and not self._answers_after(1.0):
                         # A stopping engine kills the step's container (137) and may say so
@@ -834,6 +837,15 @@ def _chunks(stream: Iterator[Any]) -> Iterator[dict[str, Any]]:
     for chunk in stream:
         if isinstance(chunk, dict):
             yield chunk
+
+
+def _finish(stream: Iterator[Any]) -> None:
+    """Read the rest of a streamed answer; a connection that broke meanwhile is done anyway."""
+    try:
+        for _ in stream:
+            pass
+    except (docker.errors.APIError, *_TRANSPORT_ERRORS):
+        pass
 
 
 _RUN_FAILED = re.compile(r"^The command '.*' returned a non-zero code: (\d+)$", re.S)
