@@ -22,7 +22,7 @@ from imagekit.labels import ADAPT_LABEL, LABEL_PREFIX
 from imagekit.ompi import OPERATOR_HOSTFILE, openmpi_major
 from imagekit.profiles import Profile
 from imagekit.render import Context, template_environment, write_context
-from imagekit.requirements import SSH_CLIENT, SSHD, SettingsRequirement
+from imagekit.requirements import SSH_CLIENT, SSHD, EnvRequirement, SettingsRequirement, env_units
 
 # What sshd gives a root session when nothing else (pam_env, SetEnv) says otherwise.
 SSHD_ROOT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -139,6 +139,8 @@ class AdaptPlan:
     switch_to_root: bool = False
     original_user: str = ""
     run_as_root_env: bool = False
+    # Each failing ENV unit's remedy (imagekit/requirements): (requirement, title, values).
+    env_remedies: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
     user: MpiUser | None = None  # K1: a non-root profile's user, made by adapt.sh
     final_user: str = ""  # the image's USER at the end (a non-root profile's user)
     labels: dict[str, str] = field(default_factory=dict)
@@ -271,6 +273,13 @@ def plan_adapt(
     )
     if run_as_root_env:
         fixes.append(Fix("R8", "ENV OMPI_ALLOW_RUN_AS_ROOT=1 ..._CONFIRM=1", in_script=False))
+    env_remedies = tuple(
+        (unit.requirement, unit.title, tuple(unit.remedy(facts.env).items()))
+        for unit in failing_env_units(facts, profile)
+    )
+    for requirement, _, values in env_remedies:
+        settings = " ".join(f"{name}={value}" for name, value in values)
+        fixes.append(Fix(requirement, f"ENV {settings}", in_script=False))
 
     # SEC: host keys in layers pass only where the profile allows them or a label declares
     # them; R4 needs them in the image, so adapt declares them: a visible choice.
@@ -312,6 +321,7 @@ def plan_adapt(
         switch_to_root=switch_to_root,
         original_user=original_user,
         run_as_root_env=run_as_root_env,
+        env_remedies=env_remedies,
         user=user,
         final_user=final_user,
         labels=labels,
@@ -354,6 +364,15 @@ def failing_units(facts: ImageFacts, source: str, port: int) -> list[type[Settin
     units = SSHD if source == "sshd" else SSH_CLIENT
     settings = _settings(facts, source)
     return [unit for unit in units if not unit.judge(settings, port).passed]
+
+
+def failing_env_units(facts: ImageFacts, profile: Profile) -> list[type[EnvRequirement]]:
+    """The ENV units that apply under `profile` and fail on the image's ENV: the check's rule."""
+    return [
+        unit
+        for unit in env_units()
+        if unit.skip_reason(profile) is None and unit.judge(facts.env, profile).failed
+    ]
 
 
 def _sshd_wrong(facts: ImageFacts, port: int) -> bool:

@@ -152,6 +152,16 @@ def schema(output: Path | None) -> None:
     _emit(text, output)
 
 
+@cli.command()
+@click.option("-o", "--output", type=FileOut, help="Write the table to a file.")
+def requirements(output: Path | None) -> None:
+    """Print every check as a Markdown table: ID, requirement, what it proves, how profiles
+    change it, and its fix (read from the check suite and imagekit's requirement units)."""
+    from imagekit.checks.catalog import catalog, markdown_table
+
+    _emit(markdown_table(catalog()), output)
+
+
 # -- build --------------------------------------------------------------------------------------
 
 

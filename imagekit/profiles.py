@@ -91,6 +91,9 @@ class Profile(BaseModel):
     # How the operator's Secret reaches a non-root user: its own files (mpi-operator), or
     # root's files at mode 0640 read through the group (fsGroup: Trainer v2, K2).
     secret_files: Literal["owned", "group-readable"] = "owned"
+    # F1: the cluster's fabric. "rdma": NCCL and Open MPI must be able to use InfiniBand or
+    # RoCE, so an image setting that turns it off fails (F4); "tcp": the seed's sample lines.
+    fabric: Literal["tcp", "rdma"] = "tcp"
     key_type: Literal["rsa", "ecdsa"] = "rsa"  # K2: an ECDSA P-521 key stored as id_rsa
     # The driver's libraries, which the NVIDIA container runtime mounts into GPU containers:
     # an image must not ship them, so cuda-libraries allows exactly these to be missing.

@@ -25,7 +25,7 @@ from imagekit.labels import SMOKE_LABEL
 from imagekit.launch import HOSTFILE, WORKER_COMMAND, LaunchRequest, recommend
 from imagekit.ompi import openmpi_major
 from imagekit.plan import LABEL_PREFIX
-from imagekit.requirements.ssh import NoHostKeyPrompt, StrictModes
+from imagekit.requirements import with_symptoms
 from imagekit.secrets import make_secret
 
 SSH_PORT_LABEL = f"{LABEL_PREFIX}.ssh.port"
@@ -134,8 +134,8 @@ DIAGNOSES = [
         re.compile(r"no hostkeys available"),
         "R4: sshd cannot start: no host keys in the image (ssh-keygen -A at build time)",
     ),
-    # The requirement units' own telltales (imagekit/requirements), in this order.
-    *((re.compile(unit.symptom), unit.diagnosis) for unit in (NoHostKeyPrompt, StrictModes)),
+    # The requirement units' own telltales (imagekit/requirements), in registry order.
+    *((re.compile(unit.symptom), unit.diagnosis) for unit in with_symptoms()),
     (
         re.compile(r"Permissions 0\d+ for '[^']*' are too open"),
         "K5: the ssh client ignores the mounted private key: it is readable by its group, and "

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from imagekit.checks.runner import PROBED_COMMANDS, testinfra_host
+from imagekit.requirements import Judgement
 
 SSH_OPTS = (
     "-o BatchMode=yes -o ConnectTimeout=5 "
@@ -56,6 +57,18 @@ def expect(condition: object, evidence: str) -> None:
 
 # Plain `test -e` rather than testinfra's host.file: its first use on a host reads the
 # system's type and release (uname, os-release: four more execs), which no check needs.
+def expect_judgement(judgement: Judgement, note=None) -> None:
+    """A requirement unit's verdict as a check's: "fail" fails, "warn" is noted."""
+    expect(not judgement.failed, judgement.evidence)
+    if judgement.status == "warn" and note is not None:
+        note("warn", judgement.evidence)
+
+
+def image_env(ctx) -> dict[str, str]:
+    """The image config's ENV, by name."""
+    return dict(e.split("=", 1) for e in ctx.config.get("Env") or [] if "=" in e)
+
+
 def exists(host, path: str) -> bool:
     return host.run(f"test -e {path}").rc == 0
 

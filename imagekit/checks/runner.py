@@ -37,6 +37,7 @@ SECTIONS = (
     "checks_ssh.py",
     "checks_versions.py",
     "checks_cuda.py",
+    "checks_units.py",
     "checks_profile.py",
     "checks_layers.py",
 )

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from imagekit.requirements.base import Judgement, SettingsRequirement
+
+if TYPE_CHECKING:
+    from imagekit.profiles import Profile
 
 
 def _verdict(ok: bool, evidence: str) -> Judgement:
@@ -63,6 +67,13 @@ class RootLoginKeyOnly(SettingsRequirement):
     remedy = "PermitRootLogin prohibit-password"
     source = "sshd"
     settings = ("permitrootlogin",)
+    profiles = "skipped where the profile's user is not root (that user logs in instead)"
+
+    @classmethod
+    def skip_reason(cls, profile: Profile) -> str | None:
+        if profile.non_root:
+            return f"profile {profile.name}: {profile.user} logs in, not root"
+        return None
 
     @classmethod
     def judge(cls, settings: Mapping[str, str], port: int) -> Judgement:
@@ -112,6 +123,7 @@ class SshdPort(SettingsRequirement):
     remedy = "Port {port}"
     source = "sshd"
     settings = ("port",)
+    profiles = "the profile's port: 22 (seed), 2222 (Kubeflow's profiles); --port overrides"
     uses_port = "sshd listens on"  # how the evidence says what the program does with it
 
     @classmethod

@@ -279,40 +279,30 @@ def test_readme_exit_code_table_is_errors_py():
     assert listed == produced
 
 
-def test_readme_check_table_lists_every_check():
-    """Each check in the suite has its row (ID and requirement) in the README's check table."""
-    import importlib
-    import re
+def test_readme_check_table_is_the_generated_reference(capsys):
+    """The README's check table is `imagekit requirements`' output, between its markers
+    (IMAGEKIT_UPDATE_GOLDENS=1 rewrites it), and lists every check the suite runs."""
+    import os
 
-    suite = ROOT / "imagekit" / "checks" / "suite"
-    checks = {}
-    for path in suite.glob("checks_*.py"):  # the marks, as the suite's collector reads them
-        module = importlib.import_module(f"imagekit.checks.suite.{path.stem}")
-        for function in vars(module).values():
-            for mark in getattr(function, "pytestmark", []):
-                if mark.name == "imagekit":
-                    checks[mark.kwargs["id"]] = mark.kwargs["req"]
-    assert len(checks) > 20
-    rows = re.findall(r"^\| (`.+?) \| ([A-Z0-9, ]+?) \|", (ROOT / "README.md").read_text(), re.M)
-    documented = {
-        name.strip("`"): set(reqs.split(", ")) for names, reqs in rows for name in names.split(", ")
-    }
-    missing = {
-        check_id: req
-        for check_id, req in checks.items()
-        if req not in documented.get(check_id, set()) | _templated(check_id, documented)
-    }
-    assert missing == {}
+    from imagekit.checks.catalog import catalog, markdown_table
 
-
-def _templated(check_id: str, documented: dict[str, set[str]]) -> set[str]:
-    """A `version-{python,openmpi,...}` row documents the parametrized check `version`."""
-    return {
-        req
-        for name, reqs in documented.items()
-        if "{" in name and name.partition("{")[0].rstrip("-") == check_id
-        for req in reqs
+    entries = catalog()
+    assert len(entries) > 20
+    assert {"strictmodes", "fabric-not-turned-off", "credentials-in-config"} <= {
+        e.id for e in entries
     }
+    begin, end = "<!-- imagekit requirements: begin -->\n", "<!-- imagekit requirements: end -->"
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    head, rest = text.split(begin, 1)
+    table, tail = rest.split(end, 1)
+    generated = markdown_table(entries)
+    if os.environ.get("IMAGEKIT_UPDATE_GOLDENS"):
+        readme.write_text(head + begin + generated + end + tail)
+        table = generated
+    assert table == generated
+    code, out, _ = run(capsys, "requirements")
+    assert (code, out) == (0, generated)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from imagekit import adapt
 from imagekit.checks.suite import checks_ssh
-from imagekit.requirements import REGISTRY, SSH_CLIENT, SSHD, ssh
+from imagekit.profiles import Profile
+from imagekit.requirements import FABRIC, REGISTRY, SSH_CLIENT, SSHD, env_units, ssh
 
 YES_NO = st.sampled_from(["yes", "no", "", "true"])
 # Each name with the values sshd -T / ssh -G may print for it. A generated image starts from
@@ -152,11 +153,18 @@ def test_challenge_response_counts_where_sshd_prints_it():
 
 
 def test_every_unit_is_registered_once_and_declares_its_words():
-    assert set(REGISTRY) == set(SSHD) | set(SSH_CLIENT) and len(REGISTRY) == len(set(REGISTRY))
+    assert set(REGISTRY) == set(SSHD) | set(SSH_CLIENT) | set(FABRIC)
+    assert len(REGISTRY) == len(set(REGISTRY))
+    assert len({unit.check_id for unit in REGISTRY}) == len(REGISTRY) - 1  # ClientPort: R10 twice
     for unit in REGISTRY:
-        assert unit.check_id and unit.requirement and unit.title and unit.fix and unit.remedy
-        assert unit.settings and unit.source in ("sshd", "ssh") and unit.__doc__
+        assert unit.check_id and unit.requirement and unit.title and unit.fix and unit.__doc__
+        assert unit.profiles and (unit.symptom is None) == (unit.diagnosis is None)
+    for unit in SSHD + SSH_CLIENT:
+        assert unit.remedy and unit.settings and unit.source in ("sshd", "ssh")
         assert unit.judge({}, 22).status in ("pass", "warn", "fail")  # defaults of the program
+    for unit in env_units():
+        assert unit.names and unit.source == "env"
+        assert unit.judge({}, Profile(fabric="rdma")).passed  # an ENV that sets nothing
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from imagekit.checks.facts import expect, has
     "torch's, the CUDA wheels' and the prebuilt ops' libraries resolve; each prebuilt op imports",
     fix="install the missing library (or the wheel that carries it); rebuild ops against the "
     "image's torch",
+    varies="the profile's `driver_libraries` come from the node's driver, not the image",
 )
 def check_cuda_libraries(ctx, host, note):
     if not has(ctx, host, "python3") or not has(ctx, host, "ldd"):

@@ -25,6 +25,7 @@ from imagekit.labels import LABEL_PREFIX
     "no undeclared private key material in any layer",
     fix="generate keys at run time, or mount them (Secret); declare baked keys in the recipe "
     "(ssh.user_keys: image / ssh.host_keys: build) or the profile",
+    varies="keys the profile's `allow_keys_in_layers` lists pass with a warning",
 )
 def check_private_keys(ctx, note):
     found = [f for f in ctx.layers() if KEY_NAMES.search(f.path) or PRIVATE_KEY in f.findings]
@@ -89,6 +90,7 @@ def check_credentials_in_layers(ctx):
     fix="never pass secrets as ENV, LABEL or build ARG: the legacy builder records build args "
     "in every RUN's history; mount them at run time (a Secret). A name that only sounds "
     "secret: env_not_secret in the recipe or the profile",
+    varies="names in the profile's `env_not_secret` are not judged by name",
 )
 def check_credentials_in_config(ctx):
     bad = []

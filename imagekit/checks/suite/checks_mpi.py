@@ -19,6 +19,7 @@ from imagekit.ompi import OPERATOR_HOSTFILE, openmpi_major
     "R1",
     "the container runs as root (uid 0)",
     fix="remove the USER instruction, or end the Dockerfile with `USER root`",
+    varies="a non-root profile: its user exists and the image runs as it (K1)",
 )
 def check_root_user(ctx):
     if ctx.profile.non_root:  # K1: the operator runs the pod as this user (runAsUser)
@@ -75,6 +76,7 @@ def _need_mpirun(ctx, host) -> None:
     "mpirun runs as root without aborting",
     fix="set ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, "
     "or launch with --allow-run-as-root",
+    varies="`run_as_root: flag` passes --allow-run-as-root, `env` must work bare; skipped for non-root profiles",
 )
 def check_mpirun_as_root(ctx, host, note):
     if ctx.profile.non_root:

@@ -16,7 +16,13 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("probe", probes, ids=[p.id for p in probes])
 
 
-@check("probe", "PROFILE", "a probe the profile defines", fix="see the probe's own fix")
+@check(
+    "probe",
+    "PROFILE",
+    "a probe the profile defines",
+    fix="see the probe's own fix",
+    varies="each of the profile's `probes:`, under its own ID",
+)
 def check_profile_probe(request, host, probe):
     if probe.tcp is not None:
         request.getfixturevalue("sshd")  # ports are probed with the image's sshd running

@@ -9,14 +9,16 @@ from imagekit.checks.facts import (
     SSH_CLIENT_FIX,
     SSH_OPTS,
     expect,
+    expect_judgement,
     fail,
     has,
+    image_env,
     image_private_keys,
     mounted_session,
     ssh_client_settings,
     sshd_binary,
 )
-from imagekit.requirements import Judgement, SettingsRequirement, ssh
+from imagekit.requirements import SettingsRequirement, ssh
 
 # -- R4, R5, R3: sshd and its effective settings ---------------------------------------------
 
@@ -45,13 +47,7 @@ def _sshd_settings(effective_sshd) -> dict[str, str]:
 
 def check_of(unit: type[SettingsRequirement]):
     """`@check` with the unit's ID, requirement, title and fix (imagekit/requirements)."""
-    return check(unit.check_id, unit.requirement, unit.title, fix=unit.fix)
-
-
-def expect_judgement(judgement: Judgement, note=None) -> None:
-    expect(not judgement.failed, judgement.evidence)
-    if judgement.status == "warn" and note is not None:
-        note("warn", judgement.evidence)
+    return check(unit.check_id, unit.requirement, unit.title, fix=unit.fix, varies=unit.profiles)
 
 
 @check_of(ssh.StrictModes)
@@ -66,8 +62,9 @@ def check_pubkey_auth(ctx, effective_sshd):
 
 @check_of(ssh.RootLoginKeyOnly)
 def check_root_login(ctx, effective_sshd):
-    if ctx.profile.non_root:
-        pytest.skip(f"profile {ctx.profile.name}: {ctx.profile.user} logs in, not root")
+    skip = ssh.RootLoginKeyOnly.skip_reason(ctx.profile)
+    if skip:
+        pytest.skip(skip)
     expect_judgement(ssh.RootLoginKeyOnly.judge(_sshd_settings(effective_sshd), ctx.port))
 
 
@@ -90,6 +87,7 @@ def check_password_auth(ctx, host, effective_sshd, note):
     "R6",
     "/run/sshd exists, owned by root, mode 0755",
     fix="add `RUN mkdir -p /run/sshd && chmod 0755 /run/sshd` (sshd dies without it)",
+    varies="skipped for non-root profiles (their sshd runs unprivileged)",
 )
 def check_run_sshd(ctx):
     if ctx.profile.non_root:
@@ -162,6 +160,7 @@ def _login(host, port: int, user: str = "root") -> tuple[bool, str]:
     "R7",
     "root logs in over ssh with the key baked into the image",
     fix="put id_rsa in /root/.ssh and its public key in /root/.ssh/authorized_keys (0600)",
+    varies="profiles whose `user_keys` list `image`",
 )
 def check_login_image_key(ctx, host, sshd, note):
     if "image" not in ctx.profile.user_keys:
@@ -185,6 +184,7 @@ def check_login_image_key(ctx, host, sshd, note):
     "the profile's user (root, or e.g. mpiuser) logs in with a key mounted the way an "
     "operator mounts a Secret (/root/.ssh, /home/mpiuser/.ssh)",
     fix="keep ssh settings in /etc/ssh (not ~/.ssh), StrictModes no, PubkeyAuthentication yes",
+    varies="profiles whose `user_keys` list `mounted`; the profile's user, key directory and Secret layout",
 )
 def check_login_mounted_key(ctx, host, sshd, effective_sshd):
     if "mounted" not in ctx.profile.user_keys:
@@ -203,11 +203,6 @@ def check_login_mounted_key(ctx, host, sshd, effective_sshd):
 # -- K4: what a rank started over ssh can find ---------------------------------------------
 
 
-def _image_env(ctx, name: str) -> str:
-    env = dict(e.split("=", 1) for e in ctx.config.get("Env") or [] if "=" in e)
-    return env.get(name, "")
-
-
 @check(
     "remote-environment",
     "K4",
@@ -216,6 +211,7 @@ def _image_env(ctx, name: str) -> str:
     fix="make the image's PATH and LD_LIBRARY_PATH reach ssh sessions: write them into "
     "/etc/environment (sshd reads it through pam_env) or a SetEnv line in sshd_config; "
     "ENV alone never reaches processes sshd starts",
+    varies="the profile's user and key directory",
 )
 def check_remote_environment(ctx, host, sshd, effective_sshd):
     if not sshd.running:
@@ -239,7 +235,7 @@ def check_remote_environment(ctx, host, sshd, effective_sshd):
     session_libs = seen.get("LD_LIBRARY_PATH", "").split(":")
     lost += [
         f"LD_LIBRARY_PATH entry {d}"
-        for d in _image_env(ctx, "LD_LIBRARY_PATH").split(":")
+        for d in image_env(ctx).get("LD_LIBRARY_PATH", "").split(":")
         if d and d not in session_libs
     ]
     expect(not lost, f"in a non-interactive ssh session: {'; '.join(lost)} not found")
