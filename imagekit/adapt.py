@@ -9,13 +9,12 @@ not Python, torch or CUDA, and MPI only when the user asks for the distro's pack
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from imagekit import workdirs
 from imagekit.errors import EngineError, ImagekitError, ImageUnusableError, UsageError
 from imagekit.grammar import parse_ref
 from imagekit.labels import ADAPT_LABEL, LABEL_PREFIX
@@ -571,13 +570,13 @@ def adapt(
         write_context(context, output)
         report(Message(f"wrote the build context to {output}/"))
     started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="imagekit-adapt-"))
+    workdir = workdirs.make("adapt")
     try:
         context_dir = write_context(context, workdir / "context")
         mirror = apt_mirror if plan.via_mirror else None  # nothing to install: no apt at all
         outcome = build_through_mirror(engine, context_dir, report, mirror, ca_bundle)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        workdirs.remove(workdir)
     tag = tag or default_tag(image, profile.name)
     engine.tag(outcome.image_id, tag)  # only after the build succeeded
     after = engine.inspect_image(outcome.image_id)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
+from imagekit import workdirs
 from imagekit.engine import Engine, Message, Reporter
 from imagekit.errors import BootstrapError, ImageNotFoundError
 from imagekit.plan import BootstrapSpec, Plan
@@ -42,7 +42,7 @@ def ensure_base(spec: BootstrapSpec, engine: Engine, report: Reporter) -> str:
             hint="apt-get install -y mmdebstrap (Debian/Ubuntu), or set base.image in the recipe",
         )
     report(Message(f"base {spec.image_ref}: bootstrapping Debian {spec.suite} from {spec.mirror}"))
-    with tempfile.TemporaryDirectory(prefix="imagekit-base-") as tmp:
+    with workdirs.scratch("base") as tmp:
         tarball = Path(tmp) / "base.tar"
         env = {**os.environ, "SOURCE_DATE_EPOCH": str(spec.epoch)}
         result = subprocess.run(

@@ -8,15 +8,13 @@ only in builder stages; see templates/Dockerfile.j2.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from imagekit import grammar
+from imagekit import grammar, workdirs
 from imagekit.aptauth import build_through_mirror, parse_mirror
 from imagekit.aptauth import display as display_url  # credentials masked
 from imagekit.base import base_content_digest, ensure_base
@@ -266,7 +264,7 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
         and (plan.prebuild_ops or plan.ds_build_env)
     ):
         build_args["SOURCE_DATE_EPOCH"] = str(options.source_date_epoch)
-    workdir = Path(tempfile.mkdtemp(prefix=f"imagekit-{plan.name}-"))
+    workdir = workdirs.make("build")
     try:
         context_dir = write_context(
             render_context(plan, context_options(options.inputs, plan)), workdir / "context"
@@ -287,7 +285,7 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
         except BuildError as exc:
             raise _vanished_pins(exc, lock, recipe_path) or exc from None
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        workdirs.remove(workdir)
     image_id = outcome.image_id
     normalized = None
     if options.source_date_epoch is not None and options.normalize:

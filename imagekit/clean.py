@@ -1,7 +1,8 @@
 """`imagekit clean`: remove what earlier runs left behind after a crash, a SIGKILL or an
 engine that went away mid-run. Only objects carrying one of imagekit's run labels, and build
 step containers a run recorded by ID (journal.py), are touched; a container of the user's
-own, whatever image it runs, is never one of them."""
+own, whatever image it runs, is never one of them. Scratch directories of runs whose process
+is gone (workdirs.py: ours by name, marker and owner) go too."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from imagekit import journal
+from imagekit import journal, workdirs
 from imagekit.engine import Engine
 from imagekit.labels import RUN_LABELS
 from imagekit.paths import CACHES, cache_dir
@@ -17,7 +18,7 @@ from imagekit.paths import CACHES, cache_dir
 
 @dataclass(frozen=True)
 class Leftover:
-    kind: str  # container | network
+    kind: str  # container | network | directory
     name: str
     run: str  # the label and run that created it, e.g. io.imagekit.check=imagekit-check-1a2b
 
@@ -35,8 +36,11 @@ def leftovers(engine: Engine) -> list[Leftover]:
             found[("container", container_id)] = Leftover("container", container_id[:12], why)
         else:
             journal.forget(container_id)  # gone already
+    for path in workdirs.stale():
+        found[("directory", str(path))] = Leftover("directory", str(path), "process gone")
     # containers first: a network cannot go while a container is attached to it
-    return sorted(found.values(), key=lambda x: (x.kind != "container", x.run, x.name))
+    order = {"container": 0, "network": 1, "directory": 2}
+    return sorted(found.values(), key=lambda x: (order[x.kind], x.run, x.name))
 
 
 def clean(dry_run: bool) -> list[Leftover]:
@@ -48,6 +52,9 @@ def clean(dry_run: bool) -> list[Leftover]:
         for container_id in journal.recorded():
             engine.remove_container(container_id)
             journal.forget(container_id)
+        for item in found:
+            if item.kind == "directory":
+                workdirs.remove(Path(item.name))
     return found
 
 

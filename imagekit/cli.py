@@ -878,8 +878,9 @@ def sbom(image, output):
     "compiled templates); each refills on demand.",
 )
 def clean(dry_run: bool, caches: bool) -> None:
-    """Remove containers and networks that earlier imagekit runs left (killed, crashed, or the
-    engine went away). Only what carries imagekit's run labels is touched."""
+    """Remove containers, networks and scratch directories that earlier imagekit runs left
+    (killed, crashed, or the engine went away). Only what carries imagekit's run labels, and
+    scratch directories of runs whose process is gone, are touched."""
     from imagekit.clean import clean as run_clean
     from imagekit.clean import clean_caches
 

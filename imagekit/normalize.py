@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from imagekit import workdirs
 from imagekit.engine import Engine, Message, Reporter
 from imagekit.errors import BuildError
 
@@ -195,7 +196,7 @@ def normalize_image(engine: Engine, image_id: str, epoch: int, report: Reporter)
         return Normalized(done, source, 0, 0, 0, time.monotonic() - started, reused=True)
     report(Message(f"normalize: rewriting layers and config at SOURCE_DATE_EPOCH={epoch}"))
     try:
-        with tempfile.TemporaryDirectory(prefix="imagekit-normalize-") as tmp:
+        with workdirs.scratch("normalize") as tmp:
             with engine.saved_image(source) as stream:
                 archive = normalize_archive(stream, Path(tmp), epoch)
             size = f"{archive.size / 1e9:.2f} GB"

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
-import tempfile
 import uuid
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from imagekit import workdirs
 from imagekit.aptauth import apt_build_args, build_through_mirror, explain_untrusted
 from imagekit.base import base_content_digest, ensure_base
 from imagekit.build import BuildInputs, check_inputs, context_options
@@ -225,7 +224,7 @@ def _pip_report(
     report: Reporter,
     constraints: tuple[str, ...],
 ) -> str:
-    workdir = Path(tempfile.mkdtemp(prefix=f"imagekit-lock-{plan.name}-"))
+    workdir = workdirs.make("lock")
     try:
         context = render_context(
             plan, context_options(inputs), pip_resolver_report=REPORT, pip_constraints=constraints
@@ -248,7 +247,7 @@ def _pip_report(
         engine.remove_image(outcome.image_id)
         return report_text
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        workdirs.remove(workdir)
 
 
 def _wheelhouse_hashes(wheelhouse: Path | None, names: set[str]) -> dict[str, str]:

@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from imagekit import grammar, operators
+from imagekit import grammar, operators, workdirs
 from imagekit.datafiles import data_text
 from imagekit.engine import KEEPALIVE, Container, Engine, Log, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
@@ -248,7 +246,7 @@ def smoke(
     result = SmokeResult(False, top, command)
     label = {SMOKE_LABEL: job}
     started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix=f"{job}-"))
+    workdir = workdirs.make("smoke")
     try:
         engine.create_network(job, label)
         volumes = {}
@@ -309,7 +307,7 @@ def smoke(
         return result
     finally:
         engine.clean_up_labelled(f"{SMOKE_LABEL}={job}", report)
-        shutil.rmtree(workdir, ignore_errors=True)
+        workdirs.remove(workdir)
         result.timings["total (with cleanup)"] = time.monotonic() - started
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -17,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imagekit import workdirs
 from imagekit.checks.backend import hostspec
 from imagekit.checks.layerscan import LayerCache, scan_image
 from imagekit.checks.probecache import ProbeCache, cached, probe_key
@@ -159,11 +158,11 @@ class CheckContext:
         if "mounted" in self._jobs:  # else its container could start after the cleanup
             self._jobs["mounted"].wait()
         if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            workdirs.remove(self._workdir)
 
     def workdir(self) -> Path:
         if self._workdir is None:
-            self._workdir = Path(tempfile.mkdtemp(prefix="imagekit-check-"))
+            self._workdir = workdirs.make("check")
         return self._workdir
 
 

@@ -6,11 +6,16 @@ number and one line, and leave nothing behind; a SIGKILLed run's leftovers are r
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
+
+from imagekit.lockfile import lock_path
 
 from .conftest import CPU_RECIPE, imagekit, labelled, slow_profile, wait_for
 from .conftest import start as start_imagekit
@@ -157,3 +162,79 @@ def test_publish_stops_mid_push_without_a_tag(engine, cpu_image, tmp_path):
         assert not engine.image_exists(pushed)
     finally:
         reg.stop()
+
+
+def _made(engine) -> tuple[set[str], set[str], set[str]]:
+    """What exists that a run could have made: containers, networks, imagekit scratch dirs."""
+    containers = {c["Id"] for c in engine.api.containers(all=True)}
+    networks = {n["Id"] for n in engine.api.networks()}
+    scratch = {p.name for p in Path(tempfile.gettempdir()).glob("imagekit-*")}
+    return containers, networks, scratch
+
+
+def _until_a_run_step(proc: subprocess.Popen) -> None:
+    def in_a_run_step() -> bool:
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, "ended before its first RUN step"
+        return ": RUN " in line
+
+    wait_for(in_a_run_step, 300, "a RUN step")
+
+
+def _until_labelled(engine, label: str, count: int = 1):
+    def wait(proc: subprocess.Popen) -> None:
+        wait_for(lambda: len(labelled(engine, label)) >= count, 120, f"{label} x{count}")
+        time.sleep(1)
+
+    return wait
+
+
+@pytest.mark.parametrize("command", ["build", "lock", "check", "smoke", "adapt"])
+def test_sigkill_mid_run_then_clean_leaves_nothing_it_made(engine, mini, tmp_path, command):
+    """Each long command SIGKILLed mid-run (it cannot clean up): `imagekit clean` then
+    removes every container, network and scratch directory it made, and no tag or lock is
+    left half-made."""
+    recipe = tmp_path / "deepspeed-cpu.yaml"
+    shutil.copy(CPU_RECIPE, recipe)
+    tag = f"imagekit-test/sigkill-{command}:1"
+    engine.remove_image(tag)
+    runs = {
+        "build": (["build", str(CPU_RECIPE), "--no-cache", "--plain", "-t", tag], _until_a_run_step),
+        "lock": (["lock", str(recipe), "--plain"], _until_a_run_step),
+        "check": (
+            ["check", mini, "--profile", str(slow_profile(tmp_path))],
+            _until_labelled(engine, "io.imagekit.check"),
+        ),
+        "smoke": (
+            ["smoke", mini, "--workers", "1", "--slots", "1", "--", "sleep", "60"],
+            _until_labelled(engine, "io.imagekit.smoke", 3),
+        ),
+        # Kubeflow's non-root profile makes adapt build a layer (its user, its sshd_config).
+        "adapt": (
+            ["adapt", mini, "--plain", "--profile", "kubeflow-mpi-operator-v2-nonroot",
+             "--tag", tag],
+            _until_a_run_step,
+        ),
+    }  # fmt: skip
+    args, mid_run = runs[command]
+    before = _made(engine)
+    proc = start(*args)
+    mid_run(proc)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+    def new() -> list[set[str]]:
+        return [now - then for now, then in zip(_made(engine), before, strict=True)]
+
+    assert any(new()), "a SIGKILLed run leaves something: the test would prove nothing"
+    listed = imagekit("clean", "--dry-run", timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    for name in new()[2]:  # its scratch directory is listed as what clean removes
+        assert name in listed.stdout, listed.stdout
+    result = imagekit("clean", timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # A build's step container is the engine's to stop when the client goes (it does).
+    wait_for(lambda: not any(new()), 60, f"nothing of the killed {command} left: {new()}")
+    assert not engine.image_exists(tag)
+    assert not lock_path(recipe).exists()
