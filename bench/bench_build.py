@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, dive, table, timed_build, timed_lock  # noqa: E402
 
-from imagekit.engine import Engine  # noqa: E402
+from imagekit.engine.client import Engine  # noqa: E402
 
 RECIPE = ROOT / "recipes" / "deepspeed-cpu.yaml"
 BUMPED_DEEPSPEED = "0.19.7"

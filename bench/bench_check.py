@@ -24,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, table, tool  # noqa: E402
 
+from imagekit.build.plan import make_plan  # noqa: E402
 from imagekit.checks.runner import CHECK_LABEL  # noqa: E402
-from imagekit.engine import Engine  # noqa: E402
-from imagekit.loader import load_recipe  # noqa: E402
-from imagekit.plan import make_plan  # noqa: E402
+from imagekit.engine.client import Engine  # noqa: E402
+from imagekit.recipe.loader import load_recipe  # noqa: E402
 
 IMAGE = make_plan(load_recipe(ROOT / "recipes" / "deepspeed-cpu.yaml")).image
 IMAGEKIT = [sys.executable, "-m", "imagekit"]

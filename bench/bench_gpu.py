@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, dive, table, timed_build  # noqa: E402
 
-from imagekit.engine import Engine  # noqa: E402
+from imagekit.engine.client import Engine  # noqa: E402
 
 GPU = ROOT / "recipes" / "deepspeed-gpu.yaml"
 CPU = ROOT / "recipes" / "deepspeed-cpu.yaml"

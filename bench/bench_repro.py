@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import docker.errors  # noqa: E402
 from common import ROOT, table, timed_build, timed_lock  # noqa: E402
 
-from imagekit.engine import Engine  # noqa: E402
+from imagekit.engine.client import Engine  # noqa: E402
 
 RECIPE = (
     Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT / "recipes" / "deepspeed-cpu.yaml"

@@ -11,9 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, table  # noqa: E402
 
-from imagekit.loader import load_recipe  # noqa: E402
-from imagekit.plan import make_plan  # noqa: E402
-from imagekit.smoke import SmokeOptions, smoke  # noqa: E402
+from imagekit.build.plan import make_plan  # noqa: E402
+from imagekit.recipe.loader import load_recipe  # noqa: E402
+from imagekit.run.smoke import SmokeOptions, smoke  # noqa: E402
 
 IMAGE = make_plan(load_recipe(ROOT / "recipes" / "deepspeed-cpu.yaml")).image
 E1 = (

@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from imagekit.build import BuildInputs, BuildOptions, build
-from imagekit.engine import Log, Step
+from imagekit.build.builder import BuildInputs, BuildOptions, build
+from imagekit.engine.client import Log, Step
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,7 +69,7 @@ class StepLog:
 
 
 def timed_lock(recipe: Path, upgrade: bool = False):
-    from imagekit.resolve import lock_recipe
+    from imagekit.build.resolve import lock_recipe
 
     started = time.monotonic()
     result = lock_recipe(recipe, build_options().inputs, StepLog(), upgrade=upgrade)

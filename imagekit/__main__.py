@@ -1,3 +1,3 @@
-from imagekit.cli import main
+from imagekit.cli.main import main
 
 main()

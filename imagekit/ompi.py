@@ -23,3 +23,10 @@ OMPI5_MCA_RENAMES = {
     "orte_keep_fqdn_hostnames": "prte_keep_fqdn_hostnames",
     "orte_set_default_slots": "prte_set_default_slots",
 }
+
+# What Open MPI 5 (PRRTE) no longer has of ORTE's parameters (K3). Each was run against
+# Debian 13's Open MPI 5.0.7: it rejects -quiet, and -npernode with -map-by is an error.
+OMPI5_GONE = {
+    "orte_abort_on_non_zero_status": "Open MPI 5 ends the job when a rank exits non-zero",
+    "orte_base_help_aggregate": "Open MPI 5 has no orte_* parameters",
+}

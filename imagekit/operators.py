@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+# K1, K2: how both operators start a worker (mpi-operator's non-root examples add `-f CONFIG`).
+WORKER_COMMAND = ("/usr/sbin/sshd", "-De")
+
 
 @dataclass(frozen=True)
 class Operator:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from imagekit.engine import Engine
+from imagekit.engine.client import Engine
 from imagekit.errors import ImagekitError
 
 SECRET_FILES = ("id_rsa", "id_rsa.pub", "authorized_keys")

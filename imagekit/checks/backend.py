@@ -16,7 +16,7 @@ from typing import Any
 import testinfra.backend
 from testinfra.backend.base import BaseBackend, CommandResult
 
-from imagekit.engine import Container, Engine
+from imagekit.engine.client import Container, Engine
 
 NAME = "imagekit"
 testinfra.backend.BACKENDS[NAME] = f"{__name__}.EngineBackend"

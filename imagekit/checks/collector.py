@@ -14,7 +14,7 @@ from imagekit import signals
 from imagekit.checks.backend import hostspec
 from imagekit.checks.report import CheckResult
 from imagekit.checks.runner import SECTIONS, CheckContext
-from imagekit.engine import Message, Reporter
+from imagekit.engine.client import Message, Reporter
 from imagekit.errors import ImagekitError
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.credentials import CONFIG_FILES, CREDENTIAL_FILES, file_findings
-from imagekit.engine import Engine
+from imagekit.engine.client import Engine
 from imagekit.files import write_bytes_atomic
-from imagekit.layers import LayerFile, stack, walk_dir, walk_layers
+from imagekit.image.layers import LayerFile, stack, walk_dir, walk_layers
 from imagekit.paths import cache_dir, cache_off, users_own
 
 FORMAT = 1
@@ -115,7 +115,7 @@ def rules_fingerprint() -> str:
     credential patterns, and the entry format."""
     digest = hashlib.sha256(f"format {FORMAT}\n".encode())
     package = resources.files("imagekit")
-    for name in ("credentials.py", "checks/layerscan.py", "layers.py"):
+    for name in ("credentials.py", "checks/layerscan.py", "image/layers.py"):
         digest.update(package.joinpath(name).read_bytes())
     return digest.hexdigest()
 

@@ -1,4 +1,4 @@
-"""Check results and their reports: a table for the terminal (cli.py prints it), and
+"""Check results and their reports: a table for the terminal (the command line prints it), and
 JSON (versioned), JUnit XML or Markdown files written atomically."""
 
 from __future__ import annotations

@@ -21,10 +21,10 @@ from imagekit.checks.layerscan import LayerCache, scan_image
 from imagekit.checks.probecache import ProbeCache, cached, probe_key
 from imagekit.checks.report import CheckReport
 from imagekit.datafiles import data_text
-from imagekit.engine import KEEPALIVE, Container, Engine, Message, Reporter
+from imagekit.engine.client import KEEPALIVE, Container, Engine, Message, Reporter
 from imagekit.errors import EngineError
+from imagekit.image.layers import LayerFile
 from imagekit.labels import CHECK_LABEL, LABEL_PREFIX
-from imagekit.layers import LayerFile
 from imagekit.profiles import Profile
 from imagekit.secrets import keygen, split_keygen_output, write_secret
 
@@ -226,7 +226,7 @@ def parse_probe_output(output: str) -> dict[str, Any]:
 
 def expected_versions(labels: dict[str, str], recipe: Path | None) -> tuple[dict[str, str], str]:
     if recipe is not None:
-        from imagekit.targets import recipe_plan  # the recipe machinery, only when asked for
+        from imagekit.build.targets import recipe_plan  # the recipe machinery, only when asked for
 
         return recipe_plan(recipe).expected, f"recipe {recipe}"
     prefix = f"{LABEL_PREFIX}.version."

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from imagekit.loader import load_recipe
-from imagekit.plan import make_plan
+from imagekit.build.plan import make_plan
+from imagekit.recipe.loader import load_recipe
 
 ALREADY_ON_A_TORCH_HOST = {"einops", "msgpack", "ninja", "numpy", "psutil", "py-cpuinfo", "tqdm"}
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from imagekit.engine import Engine
+from imagekit.build.plan import make_plan
+from imagekit.engine.client import Engine
 from imagekit.errors import EngineUnavailableError
-from imagekit.loader import load_recipe
-from imagekit.plan import make_plan
+from imagekit.recipe.loader import load_recipe
 
 from ..conftest import RECIPES, ROOT
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.engine import Engine
-from imagekit.loader import load_recipe
-from imagekit.plan import make_plan
-from imagekit.render import render_context
+from imagekit.build.plan import make_plan
+from imagekit.build.render import render_context
+from imagekit.engine.client import Engine
+from imagekit.recipe.loader import load_recipe
 
 from .conftest import CPU_RECIPE
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.loader import load_recipe
-from imagekit.plan import make_plan
+from imagekit.build.plan import make_plan
+from imagekit.recipe.loader import load_recipe
 
 from .authmirror import AuthMirror, leaks
 from .conftest import CPU_RECIPE, OMPI5_RECIPE, imagekit, marked

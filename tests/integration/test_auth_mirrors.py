@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from imagekit.lockfile import lock_path
+from imagekit.build.lockfile import lock_path
 
 from .authmirror import AuthMirror, leaks
 from .conftest import CPU_RECIPE, build_env, imagekit

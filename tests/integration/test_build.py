@@ -11,9 +11,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from imagekit.layers import walk
-from imagekit.loader import load_recipe
-from imagekit.plan import make_plan
+from imagekit.build.plan import make_plan
+from imagekit.image.layers import walk
+from imagekit.recipe.loader import load_recipe
 
 from .conftest import CPU_RECIPE, build_env, imagekit, run_in
 
@@ -126,7 +126,7 @@ def test_ctrl_c_stops_the_build_and_leaves_no_container(engine, cpu_image, tmp_p
         signal.signal(signal.SIGINT, signal.default_int_handler)
         import sys
         from pathlib import Path
-        from imagekit.engine import Engine, Log
+        from imagekit.engine.client import Engine, Log
         def report(event):
             if isinstance(event, Log):
                 print(event.line, flush=True)

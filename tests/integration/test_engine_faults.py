@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit import journal
-from imagekit.engine import Engine
+from imagekit.engine import journal
+from imagekit.engine.client import Engine
 from imagekit.errors import EngineUnavailableError
 
 from .conftest import CPU_RECIPE, imagekit, labelled, slow_profile, start, wait_for

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.loader import load_recipe
-from imagekit.plan import make_plan
+from imagekit.build.plan import make_plan
+from imagekit.recipe.loader import load_recipe
 
 from .conftest import RECIPES, ROOT, BuiltImage, assert_e1_trained, imagekit, marked, run_in
 from .images import build

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.loader import load_recipe
-from imagekit.plan import make_plan
+from imagekit.build.plan import make_plan
+from imagekit.recipe.loader import load_recipe
 
 from .conftest import CPU_RECIPE, imagekit
 
@@ -180,7 +180,7 @@ def _report_files_read_in_place_match_the_export(engine, a, b, monkeypatch):
     """--report-dir reads the differing files in place from the engine's overlay2 layer
     directories (as root on a local engine, as CI runs): the same bytes as an export, with
     no export at all."""
-    from imagekit.inventory import final_contents, inventory
+    from imagekit.image.inventory import final_contents, inventory
 
     for ref in (a, b):
         inv = inventory(engine, ref)
@@ -202,7 +202,7 @@ def test_diff_reads_the_layers_in_place_as_the_export_has_them(engine, cpu_image
 
 
 def _tree_read_in_place_matches_the_export(engine, ref, monkeypatch):
-    from imagekit.inventory import inventory
+    from imagekit.image.inventory import inventory
 
     image_id = engine.inspect_image(ref)["Id"]
     exported = inventory(engine, ref, in_place=False)
@@ -221,8 +221,8 @@ def _tree_read_in_place_matches_the_export(engine, ref, monkeypatch):
 def _diff_exports_only_for_strict_or_when_asked(a, b, monkeypatch):
     """The default diff reads in place; IMAGEKIT_LAYERS=export (the same answer) and
     --strict (which compares the export's layer digests and sizes) export both images."""
-    from imagekit.engine import Engine
-    from imagekit.inventory import diff_images
+    from imagekit.engine.client import Engine
+    from imagekit.image.inventory import diff_images
 
     exports: list[str] = []
     real = Engine.saved_image

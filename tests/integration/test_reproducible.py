@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from imagekit.lockfile import lock_path, read_lock
+from imagekit.build.lockfile import lock_path, read_lock
 
 from ..conftest import RECIPES, ROOT
 from .conftest import CPU_RECIPE, imagekit

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.lockfile import lock_path
+from imagekit.build.lockfile import lock_path
 
 from .conftest import CPU_RECIPE, imagekit, labelled, slow_profile, wait_for
 from .conftest import start as start_imagekit
@@ -140,7 +140,7 @@ def test_sigkill_leftovers_are_cleaned_and_nothing_else(engine, mini):
 def test_publish_stops_mid_push_without_a_tag(engine, cpu_image, tmp_path):
     """SIGTERM while layers upload: exit 143 in time, the registry has no tag (the manifest
     goes last), and the local push tag publish made is gone again."""
-    from imagekit.registry import RegistryClient
+    from imagekit.engine.registry import RegistryClient
 
     from .test_publish import Registry
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from imagekit.smoke import SMOKE_LABEL
+from imagekit.run.smoke import SMOKE_LABEL
 
 from .conftest import ROOT, assert_e1_trained, imagekit, marked
 from .images import NON_ROOT, build, build_broken

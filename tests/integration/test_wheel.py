@@ -116,8 +116,8 @@ def test_lint_cmd_from_the_wheel(installed, tmp_path):
 def test_adapt_from_the_wheel(installed, engine, ompi5_image, tmp_path):
     """adapt's context is package data too (its script, the apt script, the placeholder
     hostfile): an Open MPI 5 image without ssh needs all of them."""
-    from imagekit.loader import load_recipe
-    from imagekit.plan import make_plan
+    from imagekit.build.plan import make_plan
+    from imagekit.recipe.loader import load_recipe
 
     from .conftest import OMPI5_RECIPE
     from .images import build

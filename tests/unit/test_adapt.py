@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.adapt import default_tag, parse_probe, plan_adapt, render_adapt
+from imagekit.build.render import stale_files, write_context
 from imagekit.errors import UsageError
 from imagekit.profiles import builtin_profiles
-from imagekit.recipe import DEFAULT_MCA
-from imagekit.render import stale_files, write_context
+from imagekit.recipe.model import DEFAULT_MCA
+from imagekit.run.adapt import default_tag, parse_probe, plan_adapt, render_adapt
 
 from ..conftest import ROOT
 
@@ -189,7 +189,7 @@ def test_an_image_without_os_release_is_named_so_not_as_one_without_a_shell(tmp_
     adapt said the image needed /bin/sh. The probe now runs to its end and says so."""
     import subprocess
 
-    from imagekit.adapt import probe_script
+    from imagekit.run.adapt import probe_script
 
     env = {"PATH": "/usr/bin:/bin", "IMAGEKIT_OS_RELEASE": str(tmp_path / "missing")}
     done = subprocess.run(["dash", "-c", probe_script()], env=env, capture_output=True, text=True)
@@ -465,8 +465,8 @@ def test_apt_mirror_with_nothing_to_install_changes_nothing():
 def test_the_probe_container_carries_a_run_label_clean_knows():
     """A probe container left by a SIGKILLed `imagekit adapt` must be one `imagekit clean`
     lists: its label is one of the run labels (it was io.imagekit.adapt=probe, unknown)."""
-    from imagekit.adapt import read_facts
     from imagekit.labels import RUN_LABELS
+    from imagekit.run.adapt import read_facts
 
     seen = {}
 

@@ -11,8 +11,8 @@ from importlib import resources
 
 import pytest
 
-from imagekit import aptauth
-from imagekit.aptauth import AUTH_PATH, CA_PATH, apt_build_args, parse_mirror
+from imagekit.build import aptauth
+from imagekit.build.aptauth import AUTH_PATH, CA_PATH, apt_build_args, parse_mirror
 from imagekit.errors import UsageError
 
 PASSWORD = "s3cr3t" + "T0ken"

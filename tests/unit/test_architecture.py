@@ -18,7 +18,10 @@ def graph():
     # Annotations-only imports (TYPE_CHECKING) are not imports at run time: sbom.py names
     # inventory's type while inventory makes SBOMs with it.
     return grimp.build_graph(
-        "imagekit", include_external_packages=True, exclude_type_checking_imports=True
+        "imagekit",
+        include_external_packages=True,
+        exclude_type_checking_imports=True,
+        cache_dir=None,
     )
 
 
@@ -72,9 +75,9 @@ def test_no_import_circles(graph):
 
 
 def test_the_cycle_finder_finds_one():
-    graph = grimp.build_graph("imagekit", exclude_type_checking_imports=True)
-    graph.add_import(importer="imagekit.grammar", imported="imagekit.engine")
-    assert any({"imagekit.grammar", "imagekit.engine"} <= set(c) for c in _cycles(graph))
+    graph = grimp.build_graph("imagekit", exclude_type_checking_imports=True, cache_dir=None)
+    graph.add_import(importer="imagekit.grammar", imported="imagekit.engine.client")
+    assert any({"imagekit.grammar", "imagekit.engine.client"} <= set(c) for c in _cycles(graph))
 
 
 def test_only_the_engine_imports_docker(graph):
@@ -82,7 +85,7 @@ def test_only_the_engine_imports_docker(graph):
     importers = {
         m for m in graph.find_modules_that_directly_import("docker") if m.startswith("imagekit")
     }
-    assert importers == {"imagekit.engine"}
+    assert importers == {"imagekit.engine.client"}
 
 
 def test_the_layer_contracts_hold():

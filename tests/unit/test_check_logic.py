@@ -23,7 +23,7 @@ from imagekit.checks.report import (
     write_report,
 )
 from imagekit.errors import UsageError
-from imagekit.layers import walk
+from imagekit.image.layers import walk
 from imagekit.profiles import builtin_profiles, load_profile
 
 
@@ -187,7 +187,7 @@ def test_report_formats_and_verdict(tmp_path):
 
 
 def test_chunk_stream_reads_like_a_file(tmp_path):
-    from imagekit.engine import ChunkStream
+    from imagekit.engine.client import ChunkStream
 
     archive = _archive(tmp_path / "img.tar", [{"a": b"x" * 5000, "b": b"y"}])
     data = archive.read_bytes()
@@ -383,7 +383,7 @@ def test_version_facts_parse_tabbed_lines_and_ignore_the_rest():
 
 
 def _key(path, layer=3, shadowed=False):
-    from imagekit.layers import LayerFile
+    from imagekit.image.layers import LayerFile
 
     return LayerFile(layer, path, 400, 0o600, shadowed=shadowed)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from imagekit.clean import caches, clean_caches
-from imagekit.display import cache_line
+from imagekit.cli.display import cache_line
+from imagekit.run.clean import caches, clean_caches
 
 
 def _fill(root, name, files):

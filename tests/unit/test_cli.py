@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.cli import main
+from imagekit.cli.main import main
 
 from ..conftest import RECIPES, ROOT
 
@@ -114,7 +114,7 @@ def test_shipped_schema_validates_shipped_recipes():
     import jsonschema
     import yaml
 
-    from imagekit.recipe import json_schema
+    from imagekit.recipe.model import json_schema
 
     schema = json_schema()
     for path in RECIPES.glob("*.yaml"):
@@ -198,7 +198,7 @@ def _modules_after(
     import sys
 
     probe = (
-        "import sys\nfrom imagekit.cli import main\n"
+        "import sys\nfrom imagekit.cli.main import main\n"
         f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
         f"print(sorted(m for m in {modules!r} if m in sys.modules))"
     )
@@ -219,7 +219,12 @@ def test_check_of_an_image_loads_no_recipe_machinery():
     env = {"DOCKER_HOST": "tcp://127.0.0.1:1"}
     lines, shown = _modules_after(
         ["check", "img:1"],
-        ("imagekit.checks.runner", "imagekit.recipe", "imagekit.loader", "imagekit.compat"),
+        (
+            "imagekit.checks.runner",
+            "imagekit.recipe.model",
+            "imagekit.recipe.loader",
+            "imagekit.recipe.compat",
+        ),
         env,
     )
     assert "cannot reach the Docker engine" in shown, shown
@@ -248,7 +253,7 @@ def test_an_unchanged_render_loads_neither_rich_nor_the_recipe_machinery(tmp_pat
 
 
 def test_lazy_console_prints_markup_once_asked():
-    from imagekit.console import LazyConsole, escape
+    from imagekit.cli.console import LazyConsole, escape
 
     console = LazyConsole(record=True, width=80, force_terminal=False)
     console.print(f"[green]ok[/] {escape('[not markup]')}")

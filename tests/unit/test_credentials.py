@@ -8,7 +8,7 @@ import yaml
 
 from imagekit.credentials import file_findings, find, mask, recipe_env_problems, secret_name
 from imagekit.errors import RecipeError
-from imagekit.loader import load_recipe
+from imagekit.recipe.loader import load_recipe
 
 from .test_recipe import HERE
 

@@ -7,8 +7,8 @@ import io
 import json
 import tarfile
 
-from imagekit.inventory import Inventory, compare_files, diff
-from imagekit.layers import final_tree, read_files
+from imagekit.image.inventory import Inventory, compare_files, diff
+from imagekit.image.layers import final_tree, read_files
 
 
 def _member(name: str, kind=tarfile.REGTYPE, data: bytes = b"", **attrs) -> tuple:
@@ -194,7 +194,7 @@ def _two_layer_inventory(tmp_path):
 
 
 def test_report_dir_reads_each_file_in_place_from_the_layer_that_last_wrote_it(tmp_path):
-    from imagekit.inventory import final_contents
+    from imagekit.image.inventory import final_contents
 
     inv, engine = _two_layer_inventory(tmp_path)
     wanted = {"opt/app", "opt/base"}
@@ -207,7 +207,7 @@ def test_report_dir_reads_each_file_in_place_from_the_layer_that_last_wrote_it(t
 
 
 def test_report_dir_never_trusts_a_layer_file_that_does_not_match_the_inventory(tmp_path):
-    from imagekit.inventory import final_contents
+    from imagekit.image.inventory import final_contents
 
     inv, engine = _two_layer_inventory(tmp_path)
     (tmp_path / "1" / "opt" / "app").write_bytes(b"changed since the inventory\n")
@@ -224,7 +224,7 @@ def test_a_report_dir_that_cannot_be_written_is_exit_15_naming_it_and_keeps_the_
     import pytest
 
     from imagekit.errors import OutputError
-    from imagekit.inventory import Change, Diff, write_report_dir
+    from imagekit.image.inventory import Change, Diff, write_report_dir
 
     inv, engine = _two_layer_inventory(tmp_path)
     result = Diff("a", "b", files=[Change("opt/app", {"size": 4}, {"size": 5}, "changed")])

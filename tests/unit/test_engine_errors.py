@@ -7,7 +7,7 @@ import threading
 import docker.errors
 import pytest
 
-from imagekit.engine import Engine, _step_failed
+from imagekit.engine.client import Engine, _step_failed
 from imagekit.errors import BuildError, EngineUnavailableError, ImageUnusableError
 from imagekit.events import Step
 
@@ -63,7 +63,7 @@ class _FakeClient:
 def test_a_killed_step_is_the_engine_going_away_only_when_it_stops_answering(
     monkeypatch, tmp_path, engine_up, error
 ):
-    monkeypatch.setattr("imagekit.engine.time.sleep", lambda seconds: None)
+    monkeypatch.setattr("imagekit.engine.client.time.sleep", lambda seconds: None)
     engine = Engine(_FakeClient(engine_up))
     with pytest.raises(error) as info:
         engine.build(tmp_path, report=lambda event: None)
@@ -94,7 +94,7 @@ class _LossyExecApi:
 
 
 def _container(api):
-    from imagekit.engine import Container
+    from imagekit.engine.client import Container
 
     engine = Engine.__new__(Engine)
     engine.api = api
@@ -173,7 +173,7 @@ class _LabelledApi:
 
 
 def test_a_runs_containers_are_removed_at_once_and_a_refusal_is_tried_again(monkeypatch):
-    monkeypatch.setattr("imagekit.engine.time.sleep", lambda seconds: None)
+    monkeypatch.setattr("imagekit.engine.client.time.sleep", lambda seconds: None)
     engine = Engine(type("Client", (), {"api": _LabelledApi()})())
     assert engine.remove_labelled("io.imagekit.check=run") == 3
     assert engine.api.left == set()
@@ -192,7 +192,7 @@ class _StuckApi(_LabelledApi):
 
 
 def test_a_runs_cleanup_never_raises_but_says_what_is_left_and_how_to_remove_it(monkeypatch):
-    monkeypatch.setattr("imagekit.engine.time.sleep", lambda seconds: None)
+    monkeypatch.setattr("imagekit.engine.client.time.sleep", lambda seconds: None)
     engine = Engine(type("Client", (), {"api": _StuckApi()})())
     events = []
     assert engine.clean_up_labelled("io.imagekit.check=run", events.append) is False
@@ -226,7 +226,7 @@ def test_a_runs_cleanup_never_raises_but_says_what_is_left_and_how_to_remove_it(
 def test_what_the_runtime_says_when_an_image_cannot_run_anything(said, expected):
     """The runtime's long OCI message (at start) or the container's last words (a binary
     it could not execute) -> the one fact; anything else is not this error."""
-    from imagekit.engine import _cannot_exec
+    from imagekit.engine.client import _cannot_exec
 
     found = _cannot_exec(said)
     if expected is None:
@@ -264,7 +264,7 @@ class _StoppedApi(_LossyExecApi):
 @pytest.mark.parametrize("status", [409, 500])
 @pytest.mark.parametrize("method", ["exec", "exec_split", "exec_stream"])
 def test_an_exec_into_a_container_that_stopped_says_why(status, method):
-    from imagekit.engine import Container, EngineError
+    from imagekit.engine.client import Container, EngineError
 
     def run(container: Container):
         if method == "exec_stream":
@@ -296,7 +296,7 @@ class _StuckRemovalApi:
 
 
 def test_a_container_whose_files_the_engine_left_mounted_says_what_frees_it():
-    from imagekit.engine import EngineError
+    from imagekit.engine.client import EngineError
 
     engine = Engine.__new__(Engine)
     engine.api = _StuckRemovalApi()

@@ -11,14 +11,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from imagekit.base import mmdebstrap_command
-from imagekit.cli import cli
-from imagekit.engine import gpu_requests
+from imagekit.build.base import mmdebstrap_command
+from imagekit.build.lockfile import locked_plan
+from imagekit.build.plan import BootstrapSpec, ds_build_name, make_plan
+from imagekit.build.render import render_context
+from imagekit.cli.main import cli
+from imagekit.engine.client import gpu_requests
 from imagekit.errors import RecipeError
-from imagekit.loader import load_recipe
-from imagekit.lockfile import locked_plan
-from imagekit.plan import BootstrapSpec, ds_build_name, make_plan
-from imagekit.render import render_context
+from imagekit.recipe.loader import load_recipe
 
 from ..conftest import RECIPES
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from imagekit import grammar
-from imagekit.engine import split_ref
-from imagekit.targets import publish_target
+from imagekit.build.targets import publish_target
+from imagekit.engine.client import split_ref
 
 from ..conftest import RECIPES
 

@@ -20,11 +20,11 @@ from dockerfile_parse import DockerfileParser
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from imagekit.cli import main
+from imagekit.build.lockfile import locked_plan
+from imagekit.build.render import render_context
+from imagekit.cli.main import main
 from imagekit.errors import RecipeError
-from imagekit.loader import load_recipe
-from imagekit.lockfile import locked_plan
-from imagekit.render import render_context
+from imagekit.recipe.loader import load_recipe
 
 from ..conftest import RECIPES
 

@@ -9,17 +9,11 @@ import json
 import pytest
 import yaml
 
-from imagekit.cli import main
+from imagekit.cli.main import main
 from imagekit.errors import UsageError
-from imagekit.launch import (
-    LaunchRequest,
-    LintContext,
-    lint,
-    mpijob,
-    parse,
-    recommend,
-    trainjob,
-)
+from imagekit.run.lint import LintContext, lint, parse
+from imagekit.run.manifests import mpijob, trainjob
+from imagekit.run.recommend import LaunchRequest, recommend
 
 from ..conftest import ROOT
 
@@ -607,8 +601,8 @@ def test_cli_mpirun_formats_and_mpijob(capsys, monkeypatch):
 
 
 def test_profile_port_matches_the_validated_profiles(tmp_path):
-    from imagekit.launch import profile_port
     from imagekit.profiles import builtin_profiles
+    from imagekit.run.launch import profile_port
 
     for name, profile in builtin_profiles().items():
         assert profile_port(name) == profile.port, name

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from imagekit import layers
 from imagekit.checks import layerscan
 from imagekit.checks.layerscan import (
     CERTIFICATE,
@@ -27,7 +26,8 @@ from imagekit.checks.layerscan import (
     scan_image,
     scanned,
 )
-from imagekit.layers import LayerFile
+from imagekit.image import layers
+from imagekit.image.layers import LayerFile
 
 KEY = b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
 CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.layers import final_tree, tree_in_place, walk, walk_dirs
+from imagekit.image.layers import final_tree, tree_in_place, walk, walk_dirs
 
 # Each layer: path -> file content, or None for "deleted here", or "OPAQUE" for a directory
 # whose lower contents are hidden.
@@ -244,7 +244,7 @@ def test_the_tree_read_in_place_equals_the_tree_of_the_export(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="whiteouts, owners and capabilities need root")
 def test_a_layer_two_images_share_is_read_once(tmp_path, monkeypatch):
-    from imagekit import layers
+    from imagekit.image import layers
 
     dirs = _full_layers(tmp_path / "overlay2")
     config = _full_archive(tmp_path / "save.tar")
@@ -287,7 +287,7 @@ def test_the_image_config_is_read_from_the_store_only_when_its_hash_is_the_image
 ):
     from types import SimpleNamespace
 
-    from imagekit.engine import Engine
+    from imagekit.engine.client import Engine
 
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     data = json.dumps({"rootfs": {"diff_ids": ["sha256:" + "1" * 64]}}).encode()

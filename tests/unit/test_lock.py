@@ -9,8 +9,7 @@ import shutil
 import pytest
 import yaml
 
-from imagekit.loader import load_recipe
-from imagekit.lockfile import (
+from imagekit.build.lockfile import (
     Lock,
     LockedBase,
     LockError,
@@ -31,8 +30,9 @@ from imagekit.lockfile import (
     read_lock,
     unhashed_files,
 )
-from imagekit.plan import make_plan
-from imagekit.render import render_context
+from imagekit.build.plan import make_plan
+from imagekit.build.render import render_context
+from imagekit.recipe.loader import load_recipe
 
 from ..conftest import RECIPES, ROOT
 from .test_cli import run
@@ -411,8 +411,8 @@ def test_ssh_keys_are_regular_key_files_inside_the_directory(capsys, tmp_path, p
 
 
 def test_ssh_keys_are_copied_not_generated(tmp_path):
-    from imagekit.build import read_ssh_keys
-    from imagekit.render import ContextOptions, write_context
+    from imagekit.build.builder import read_ssh_keys
+    from imagekit.build.render import ContextOptions, write_context
 
     plan = cpu_plan()
     keys = read_ssh_keys(key_dir(tmp_path), plan)
@@ -439,7 +439,7 @@ def test_ssh_keys_missing_file_is_one_line_exit_2(capsys, tmp_path):
 
 
 def test_reproducibility_gaps_name_what_normalization_cannot_fix(tmp_path):
-    from imagekit.build import BuildInputs, BuildOptions, reproducibility_gaps
+    from imagekit.build.builder import BuildInputs, BuildOptions, reproducibility_gaps
 
     plan = cpu_plan()
     gaps = reproducibility_gaps(plan, BuildOptions(source_date_epoch=1))
@@ -454,7 +454,7 @@ def test_reproducibility_gaps_name_what_normalization_cannot_fix(tmp_path):
 def test_wheelhouse_files_are_hashed_by_name_and_only_those_asked_for(tmp_path):
     import hashlib
 
-    from imagekit.resolve import _wheelhouse_hashes
+    from imagekit.build.resolve import _wheelhouse_hashes
 
     big = b"w" * (3 << 20)  # more than one read chunk
     (tmp_path / "torch-2.13.0-cp311-none-linux_x86_64.whl").write_bytes(big)

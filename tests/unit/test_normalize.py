@@ -7,7 +7,12 @@ import io
 import json
 import tarfile
 
-from imagekit.normalize import config_bytes, normalize_archive, normalize_config, normalize_layer
+from imagekit.build.normalize import (
+    config_bytes,
+    normalize_archive,
+    normalize_config,
+    normalize_layer,
+)
 
 EPOCH = 1_700_000_000
 CAPABILITY = "SCHILY.xattr.security.capability"
@@ -159,8 +164,8 @@ def test_no_room_to_normalize_is_one_build_error(tmp_path, monkeypatch):
 
     import pytest
 
+    from imagekit.build.normalize import normalize_image
     from imagekit.errors import BuildError
-    from imagekit.normalize import normalize_image
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
     with pytest.raises(BuildError) as info:

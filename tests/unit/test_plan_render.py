@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.build.lockfile import locked_plan
+from imagekit.build.plan import make_plan
+from imagekit.build.render import ContextOptions, render_context, stale_files, write_context
 from imagekit.errors import OutputError
-from imagekit.loader import load_recipe
-from imagekit.lockfile import locked_plan
-from imagekit.plan import make_plan
-from imagekit.render import ContextOptions, render_context, stale_files, write_context
+from imagekit.recipe.loader import load_recipe
 
 from ..conftest import RECIPES, ROOT
 
@@ -432,9 +432,9 @@ def test_a_wheelhouse_file_that_cannot_be_read_is_named(tmp_path):
     """A real unreadable source: a wheelhouse entry whose link points nowhere. The copy into
     the build context stops at it and names it (the link itself used to be linked into the
     context); a link to a wheel elsewhere arrives as that wheel, subdirectories are copied."""
+    from imagekit.build.render import _copy_in
     from imagekit.errors import UsageError
     from imagekit.files import write_tree
-    from imagekit.render import _copy_in
 
     wheelhouse = tmp_path / "wheelhouse"
     (wheelhouse / "sub").mkdir(parents=True)

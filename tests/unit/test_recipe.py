@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from imagekit.errors import RecipeError
-from imagekit.loader import load_recipe
-from imagekit.recipe import json_schema
+from imagekit.recipe.loader import load_recipe
+from imagekit.recipe.model import json_schema
 
 from ..conftest import RECIPES
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit import rendercache
+from imagekit.build import rendercache
 from imagekit.errors import RecipeError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ def recipes(tmp_path, monkeypatch) -> Path:
 def render(recipe: Path, out: Path, monkeypatch, fast: bool) -> str:
     """Render through the cache; `fast` asserts that no full render happened, else that
     one did. The Dockerfile written."""
-    from imagekit import render as full
+    from imagekit.build import render as full
 
     calls = []
     original = full.render_recipes

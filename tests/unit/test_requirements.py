@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from imagekit import adapt
 from imagekit.checks.suite import checks_ssh
 from imagekit.profiles import Profile
 from imagekit.requirements import FABRIC, REGISTRY, SSH_CLIENT, SSHD, env_units, ssh
+from imagekit.run import adapt
 
 YES_NO = st.sampled_from(["yes", "no", "", "true"])
 # Each name with the values sshd -T / ssh -G may print for it. A generated image starts from
@@ -175,6 +175,6 @@ def test_every_unit_is_registered_once_and_declares_its_words():
     ],
 )
 def test_smoke_diagnoses_a_units_symptom_in_its_words(unit, line):
-    from imagekit.smoke import diagnose
+    from imagekit.run.smoke import diagnose
 
     assert diagnose(f"noise\n{line}\n") == [f"{unit.diagnosis} -- evidence: {line}"]

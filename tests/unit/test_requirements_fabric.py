@@ -9,12 +9,12 @@ from dockerfile_parse import DockerfileParser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from imagekit.adapt import failing_env_units, render_adapt
 from imagekit.checks.catalog import catalog
 from imagekit.checks.suite import checks_units
 from imagekit.profiles import Profile, builtin_profiles
 from imagekit.requirements import REGISTRY, env_units
 from imagekit.requirements.fabric import FabricKeptOn
+from imagekit.run.adapt import failing_env_units, render_adapt
 
 from .test_adapt import COMPLETE, DECLARED, facts, plan
 

@@ -7,10 +7,10 @@ import json
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
-from imagekit.inventory import Inventory
-from imagekit.loader import load_recipe
-from imagekit.plan import make_plan
-from imagekit.sbom import cyclonedx
+from imagekit.build.plan import make_plan
+from imagekit.image.inventory import Inventory
+from imagekit.image.sbom import cyclonedx
+from imagekit.recipe.loader import load_recipe
 
 from ..conftest import RECIPES
 
@@ -97,7 +97,7 @@ def test_tarball_openmpi_cuda_and_the_base_image_from_the_recipe():
 def test_a_distribution_shadowed_on_sys_path_is_listed_and_marked_not_taken_for_the_one_imported():
     """pip installs setuptools 84 into /usr/local; Debian's 66 stays in /usr/lib/python3, later
     on sys.path. Python imports 84: that is the version; 66 still ships and is listed."""
-    from imagekit.inventory import _pip
+    from imagekit.image.inventory import _pip
 
     imported, shadowed = _pip(
         [["setuptools", "84.2.1"], ["torch", "2.13.0"], ["setuptools", "66.1.1"]]

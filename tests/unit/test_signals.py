@@ -10,7 +10,7 @@ import docker.errors
 import pytest
 
 from imagekit import signals
-from imagekit.engine import Engine
+from imagekit.engine.client import Engine
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ class _Client:
 
 
 def test_ctrl_c_during_a_create_leaves_a_container_cleanup_finds_and_removes(handled, monkeypatch):
-    monkeypatch.setattr("imagekit.engine.time.sleep", lambda seconds: None)
+    monkeypatch.setattr("imagekit.engine.client.time.sleep", lambda seconds: None)
     engine = Engine(_Client())
     with pytest.raises(signals.Signalled):
         engine.create_container("mini", labels={"io.imagekit.smoke": "job"})

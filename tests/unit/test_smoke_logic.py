@@ -3,8 +3,8 @@ line, rank placement verification and the FAQ diagnoses."""
 
 from __future__ import annotations
 
-from imagekit.launch import LaunchRequest, recommend
-from imagekit.smoke import (
+from imagekit.run.recommend import LaunchRequest, recommend
+from imagekit.run.smoke import (
     PROBE_PATH,
     RankRecord,
     SmokeOptions,
@@ -52,7 +52,7 @@ def test_default_command_is_the_recommended_line():
     recommended = recommend(
         LaunchRequest(2, 2, ("python3", PROBE_PATH), timeout=75, ld_library_path=False)
     )
-    assert line == recommended.argv  # one source of the launch line: imagekit.launch
+    assert line == recommended.argv  # one source of the launch line: imagekit.run.launch
     text = " ".join(line)
     assert text.startswith("mpirun -np 4 -npernode 2 --hostfile /etc/mpi/hostfile")
     assert "-bind-to none -map-by slot -mca pml ob1 -mca btl ^openib" in text

@@ -11,8 +11,9 @@ import re
 import pytest
 
 from imagekit.errors import EngineUnavailableError, UsageError
-from imagekit.launch import HOSTFILE, WORKER_COMMAND
-from imagekit.smoke import PROBE_PATH, SMOKE_LABEL, SmokeOptions, smoke
+from imagekit.ompi import OPERATOR_HOSTFILE
+from imagekit.operators import WORKER_COMMAND
+from imagekit.run.smoke import PROBE_PATH, SMOKE_LABEL, SmokeOptions, smoke
 
 KEYGEN_OUTPUT = (
     "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -143,13 +144,13 @@ def test_workers_launcher_and_hostfile_as_the_operator_makes_them():
     job = result.topology.job
     assert seen["networks"] == [(job, {SMOKE_LABEL: job})]
     for i, box in enumerate(workers):
-        assert [box.kwargs["entrypoint"][0], *box.kwargs["command"]] == WORKER_COMMAND
+        assert [box.kwargs["entrypoint"][0], *box.kwargs["command"]] == list(WORKER_COMMAND)
         assert box.kwargs["aliases"] == [box.name, result.topology.fqdns[i]]
         assert list(box.kwargs["volumes"].values()) == ["/root/.ssh"]  # the mounted Secret
         assert box.kwargs["labels"] == {SMOKE_LABEL: job}
-    assert launcher.files[HOSTFILE].decode() == result.topology.hostfile()
+    assert launcher.files[OPERATOR_HOSTFILE].decode() == result.topology.hostfile()
     assert PROBE_PATH in launcher.files
-    assert launcher.kwargs["environment"]["OMPI_MCA_orte_default_hostfile"] == HOSTFILE
+    assert launcher.kwargs["environment"]["OMPI_MCA_orte_default_hostfile"] == OPERATOR_HOSTFILE
     assert engine.containers == [] and engine.networks == []  # cleaned up
     assert [r.host for r in result.ranks] == [workers[0].name] * 2 + [workers[1].name] * 2
 

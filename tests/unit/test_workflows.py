@@ -13,7 +13,7 @@ import click
 import pytest
 import yaml
 
-from imagekit.cli import cli
+from imagekit.cli.main import cli
 
 from ..conftest import RECIPES, ROOT
 

@@ -15,12 +15,12 @@ from importlib import resources
 from pathlib import Path
 
 from imagekit import workdirs
+from imagekit.build.render import Context, template_environment, write_context
 from imagekit.errors import EngineError, ImagekitError, ImageUnusableError, UsageError
 from imagekit.grammar import parse_ref
 from imagekit.labels import ADAPT_LABEL, LABEL_PREFIX
 from imagekit.ompi import OPERATOR_HOSTFILE, openmpi_major
 from imagekit.profiles import Profile
-from imagekit.render import Context, template_environment, write_context
 from imagekit.requirements import SSH_CLIENT, SSHD, EnvRequirement, SettingsRequirement, env_units
 
 # What sshd gives a root session when nothing else (pam_env, SetEnv) says otherwise.
@@ -411,8 +411,8 @@ def _launch_defaults(facts: ImageFacts) -> tuple[McaFile, ...]:
     them (a value the image sets itself is kept). Open MPI 5 reads the runtime's (PRRTE's) from
     a file of its own, where the operators' hostfile must be the default whatever the image
     said: the operators set only OMPI_MCA_orte_default_hostfile, which Open MPI 5 ignores (K3)."""
-    from imagekit.plan import mca_files
-    from imagekit.recipe import DEFAULT_MCA
+    from imagekit.build.plan import mca_files
+    from imagekit.recipe.model import DEFAULT_MCA
 
     etc = facts.get("mpi.sysconfdir")
     major = openmpi_major(facts.get("mpi.version"))
@@ -544,9 +544,9 @@ def adapt(
     apt_mirror: str | None = None,
     ca_bundle: Path | None = None,
 ) -> AdaptResult:
-    from imagekit.aptauth import build_through_mirror
-    from imagekit.build import BuildInputs, check_inputs, check_tag_flag
-    from imagekit.engine import Engine
+    from imagekit.build.aptauth import build_through_mirror
+    from imagekit.build.builder import BuildInputs, check_inputs, check_tag_flag
+    from imagekit.engine.client import Engine
     from imagekit.events import Message
 
     if tag is not None:

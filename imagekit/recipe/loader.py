@@ -11,18 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from imagekit import compat, credentials, grammar, schema_errors
+from imagekit import credentials, grammar, schema_errors
 from imagekit.datafiles import UserYamlError, read_user_yaml
 from imagekit.errors import RecipeError
-from imagekit.lockfile import locked_plan
-from imagekit.plan import Plan
-from imagekit.recipe import LoadedRecipe, Recipe
+from imagekit.recipe import compat
+from imagekit.recipe.model import LoadedRecipe, Recipe
 
 
 def load_recipe(path: str | Path) -> LoadedRecipe:
@@ -119,34 +117,3 @@ def _validate(data: dict[str, Any], path: Path) -> Recipe:
         return Recipe.model_validate(data)
     except ValidationError as exc:
         raise RecipeError([f"{path}: {p}" for p in schema_errors.problems(exc, Recipe)]) from None
-
-
-# -- what commands take: recipe files and RECIPE|IMAGE targets --------------------------------
-
-from imagekit.paths import DEFAULT_RECIPES_DIR, recipe_paths  # noqa: E402,F401  (re-exported)
-
-
-@dataclass(frozen=True)
-class Validated:
-    loaded: LoadedRecipe
-    plan: Plan
-    warnings: list[str]
-
-
-def validate(paths: list[Path]) -> list[Validated]:
-    """Validate every recipe; collect every problem of every file before failing."""
-    results, problems = [], []
-    for path in paths:
-        try:
-            loaded = load_recipe(path)
-        except RecipeError as exc:
-            problems.extend(exc.problems)
-            continue
-        warnings = [f"{path}: {w}" for w in compat.warnings(loaded.recipe)]
-        plan, lock = locked_plan(loaded)
-        if lock.stale:
-            warnings.append(f"{lock.path}: stale (the recipe changed); run `imagekit lock {path}`")
-        results.append(Validated(loaded, plan, warnings))
-    if problems:
-        raise RecipeError(problems)
-    return results

@@ -134,7 +134,7 @@ def render_recipes(paths: list[Path], out: Path | None, renders_dir: Path) -> li
             return [write_tree(e.files, e.modes, out or renders_dir / e.name) for e in entries]
     # Imported here, not above: the recorded path above must not load the recipe model,
     # the rules or Jinja2 (that is its whole point; tests/unit/test_render_cache.py).
-    from imagekit import render  # the full render: validation, plan, templates
+    from imagekit.build import render  # the full render: validation, plan, templates
 
     def record_render(recipe: Path, inputs: list[Path], name: str, context) -> None:
         record(recipe, inputs, Entry(name, dict(context.files), dict(context.modes)))

@@ -15,15 +15,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from imagekit import grammar, operators, workdirs
+from imagekit.build.plan import LABEL_PREFIX
 from imagekit.datafiles import data_text
-from imagekit.engine import KEEPALIVE, Container, Engine, Log, Message, Reporter
+from imagekit.engine.client import KEEPALIVE, Container, Engine, Log, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
 from imagekit.grammar import size_in_bytes
 from imagekit.labels import SMOKE_LABEL
-from imagekit.launch import HOSTFILE, WORKER_COMMAND, LaunchRequest, recommend
-from imagekit.ompi import openmpi_major
-from imagekit.plan import LABEL_PREFIX
+from imagekit.ompi import OPERATOR_HOSTFILE, openmpi_major
+from imagekit.operators import WORKER_COMMAND
 from imagekit.requirements import with_symptoms
+from imagekit.run.recommend import LaunchRequest, recommend
 from imagekit.secrets import make_secret
 
 SSH_PORT_LABEL = f"{LABEL_PREFIX}.ssh.port"
@@ -367,7 +368,9 @@ def _start_launcher(engine, image, top, volumes, options, label, user=None) -> C
         labels=label,
         environment={**launcher_env(options, top), **dict(options.env)},
     )
-    box.put_file(HOSTFILE, top.hostfile().encode(), mode=operator_of(options).hostfile_mode)
+    box.put_file(
+        OPERATOR_HOSTFILE, top.hostfile().encode(), mode=operator_of(options).hostfile_mode
+    )
     return box
 
 
@@ -378,7 +381,10 @@ def operator_of(options: SmokeOptions) -> operators.Operator:
 def launcher_env(options: SmokeOptions, top: Topology | None = None) -> dict[str, str]:
     """What the operator sets on a launcher: mpi-operator v2 the default hostfile and FQDN
     hostnames; Trainer v2 (K2) also the default slots and ssh connection attempts."""
-    env = {"OMPI_MCA_orte_default_hostfile": HOSTFILE, "OMPI_MCA_orte_keep_fqdn_hostnames": "true"}
+    env = {
+        "OMPI_MCA_orte_default_hostfile": OPERATOR_HOSTFILE,
+        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+    }
     rsh_args = [f"-p {options.port}"] if options.port is not None else []
     operator = operator_of(options)
     if operator.sets_default_slots:

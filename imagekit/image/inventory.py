@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from imagekit.engine import KEEPALIVE, Engine
+from imagekit.engine.client import KEEPALIVE, Engine
 from imagekit.errors import ImagekitError, ImageUnusableError
 from imagekit.files import write_tree
+from imagekit.image.layers import Entry, ImageTree, LayerInfo, final_tree, read_files, tree_in_place
+from imagekit.image.sbom import cyclonedx
 from imagekit.labels import INVENTORY_LABEL
-from imagekit.layers import Entry, ImageTree, LayerInfo, final_tree, read_files, tree_in_place
-from imagekit.sbom import cyclonedx
 
 DPKG = "dpkg-query -W -f '${Package}\\t${Version}\\n' 2>/dev/null"
 # Every installed distribution, in sys.path order: the first of a name is the one Python
@@ -343,7 +343,7 @@ def _props(entry: Entry, fields: tuple[str, ...]) -> dict[str, Any]:
 
 
 def sbom_of(image: str, recipe: Path | None = None) -> dict:
-    from imagekit.targets import recipe_plan
+    from imagekit.build.targets import recipe_plan
 
     engine = Engine.connect()
     inv = inventory(engine, image, with_files=False, for_sbom=True)

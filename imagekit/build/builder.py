@@ -15,19 +15,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from imagekit import grammar, workdirs
-from imagekit.aptauth import build_through_mirror, parse_mirror
-from imagekit.aptauth import display as display_url  # credentials masked
-from imagekit.base import base_content_digest, ensure_base
+from imagekit.build.aptauth import build_through_mirror, parse_mirror
+from imagekit.build.aptauth import display as display_url  # credentials masked
+from imagekit.build.base import base_content_digest, ensure_base
 from imagekit.credentials import find as find_credentials
 from imagekit.credentials import secret_name
 from imagekit.datafiles import UserYamlError, read_user_text
-from imagekit.engine import Engine, Message, Reporter
+from imagekit.engine.client import Engine, Message, Reporter
 from imagekit.errors import BuildError, LockError, UsageError
-from imagekit.loader import load_recipe
-from imagekit.lockfile import LockState, locked_plan
-from imagekit.normalize import Normalized, normalize_image
-from imagekit.plan import Plan
-from imagekit.render import ContextOptions, render_context, write_context
+from imagekit.recipe.loader import load_recipe
+from imagekit.build.lockfile import LockState, locked_plan
+from imagekit.build.normalize import Normalized, normalize_image
+from imagekit.build.plan import Plan
+from imagekit.build.render import ContextOptions, render_context, write_context
 
 
 @dataclass(frozen=True)

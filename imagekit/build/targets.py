@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from imagekit.grammar import parse_ref
 
 if TYPE_CHECKING:
-    from imagekit.plan import Plan
+    from imagekit.build.plan import Plan
 
 
 def is_recipe(target: str) -> bool:
@@ -21,8 +21,8 @@ def is_recipe(target: str) -> bool:
 def recipe_plan(recipe: Path | None) -> Plan | None:
     if recipe is None:
         return None
-    from imagekit.loader import load_recipe
-    from imagekit.plan import make_plan
+    from imagekit.build.plan import make_plan
+    from imagekit.recipe.loader import load_recipe
 
     return make_plan(load_recipe(recipe))
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from imagekit.compat import rules_data
+from imagekit.recipe.compat import rules_data
 from imagekit.labels import LABEL_PREFIX
 from imagekit.ompi import OMPI5_MCA_RENAMES, OPERATOR_HOSTFILE
-from imagekit.recipe import LoadedRecipe, Recipe
+from imagekit.recipe.model import LoadedRecipe, Recipe
 
 # Packages every image needs for R2-R11, by requirement.
 SYSTEM_PACKAGES = (

@@ -1,12 +1,12 @@
 """How results look on a terminal: rich renderables and markup lines built from result data.
-Nothing here prints; cli.py (the only module that prints) hands these to its consoles."""
+Nothing here prints; cli.main (the only module that prints) hands these to its consoles."""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
 
-from imagekit.console import escape
+from imagekit.cli.console import escape
 
 if TYPE_CHECKING:  # rich.table costs start-up time; only check and smoke draw tables
     from rich.table import Table

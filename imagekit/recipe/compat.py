@@ -15,7 +15,7 @@ from packaging.version import Version
 
 from imagekit.datafiles import data_yaml
 from imagekit.ompi import OMPI5_MCA_RENAMES
-from imagekit.recipe import Recipe
+from imagekit.recipe.model import Recipe
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,9 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from imagekit import __version__, display, operators, signals
-from imagekit.console import LazyConsole, escape
+from imagekit import __version__, operators, signals
+from imagekit.cli import display
+from imagekit.cli.console import LazyConsole, escape
 from imagekit.errors import (
     CheckFailedError,
     ImagekitError,
@@ -96,7 +97,7 @@ def cli(debug: bool) -> None:
 @click.argument("recipes", nargs=-1, required=True, type=RecipeArg)
 def validate(recipes: tuple[Path, ...]) -> None:
     """Validate RECIPES: schema, versions and compatibility rules."""
-    from imagekit.loader import validate as validate_recipes
+    from imagekit.build.validate import validate as validate_recipes
 
     for result in validate_recipes(list(recipes)):
         echo_lines([f"[yellow]WARNING[/] {escape(w)}" for w in result.warnings], err)
@@ -128,12 +129,12 @@ def validate(recipes: tuple[Path, ...]) -> None:
 )
 def render(recipes, output, check, recipes_dir, renders_dir) -> None:
     """Render RECIPES (default: every recipe in recipes/) to Docker build contexts."""
+    from imagekit.build.rendercache import render_recipes
     from imagekit.paths import recipe_paths
-    from imagekit.rendercache import render_recipes
 
     paths = recipe_paths(list(recipes), recipes_dir)
     if check:
-        from imagekit.render import check_renders
+        from imagekit.build.render import check_renders
 
         for committed in check_renders(paths, renders_dir):
             out.line("up to date", "green", f"{committed}/")
@@ -146,7 +147,7 @@ def render(recipes, output, check, recipes_dir, renders_dir) -> None:
 @click.option("-o", "--output", type=FileOut, help="Write the schema to a file.")
 def schema(output: Path | None) -> None:
     """Print the JSON Schema of recipes (for editors)."""
-    from imagekit.recipe import json_schema
+    from imagekit.recipe.model import json_schema
 
     text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
     _emit(text, output)
@@ -181,7 +182,7 @@ def build_inputs(command):
 
     @functools.wraps(command)
     def with_inputs(**kw):
-        from imagekit.build import BuildInputs
+        from imagekit.build.builder import BuildInputs
 
         fields = {name: kw.pop(name) for name in _BUILD_INPUT_NAMES if name in kw}
         return command(inputs=BuildInputs(**fields), **kw)
@@ -325,8 +326,8 @@ def build(
     """Build RECIPE into an image on the Docker engine (DOCKER_HOST is honoured)."""
     from dataclasses import replace
 
-    from imagekit import build as builder
-    from imagekit.progress import reporter_for
+    from imagekit.build import builder
+    from imagekit.cli.progress import reporter_for
 
     options = builder.BuildOptions(inputs=replace(inputs, ssh_keys=ssh_keys), **kw)
     if sbom_path is not None and not dry_run:
@@ -346,7 +347,7 @@ def build(
     echo_lines(display.build_lines(result))
     if sbom_path is not None:
         from imagekit.files import write_json_atomic
-        from imagekit.inventory import sbom_of
+        from imagekit.image.inventory import sbom_of
 
         body = sbom_of(result.image_id, recipe)
         write_json_atomic(sbom_path, body)
@@ -360,8 +361,8 @@ def build(
 @click.option("--plain", is_flag=True, help="Plain log instead of a progress display.")
 def lock(recipe: Path, upgrade: bool, plain: bool, inputs) -> None:
     """Pin RECIPE's base, apt and pip packages (with sha256) in RECIPE.lock."""
-    from imagekit.progress import reporter_for
-    from imagekit.resolve import lock_recipe
+    from imagekit.build.resolve import lock_recipe
+    from imagekit.cli.progress import reporter_for
 
     reporter = reporter_for(err.real, plain)
     try:
@@ -403,9 +404,9 @@ def lock(recipe: Path, upgrade: bool, plain: bool, inputs) -> None:
 @GPUS_OPTION
 def check_cmd(image, profile, recipe, port, report_paths, fmt, gpus) -> None:
     """Check IMAGE (any image, built by imagekit or not; or a RECIPE's image) against a profile."""
+    from imagekit.build.targets import resolve_target
     from imagekit.checks.report import report_format
     from imagekit.profiles import load_profile
-    from imagekit.targets import resolve_target
 
     chosen = load_profile(profile)
     reports = [(path, report_format(path, fmt)) for path in report_paths]  # before any work
@@ -476,10 +477,10 @@ def adapt(
     only what it lacks (ssh server and client settings, /run/sshd, host keys, the session
     environment, Open MPI's and PRRTE's launch defaults, a non-root profile's user), then
     `imagekit check` of the result."""
-    from imagekit.adapt import adapt as run_adapt
     from imagekit.checks.report import report_format
+    from imagekit.cli.progress import reporter_for
     from imagekit.profiles import load_profile
-    from imagekit.progress import reporter_for
+    from imagekit.run.adapt import adapt as run_adapt
 
     chosen = load_profile(profile)
     reports = [(path, report_format(path, None)) for path in report_paths]
@@ -590,10 +591,10 @@ def smoke(image: str, profile: str | None, **kw) -> None:
 
     COMMAND (after --) runs in the launcher; the default is the platform's recommended mpirun
     line running a probe that reports every rank's host, rank and world size."""
-    from imagekit.progress import PlainReporter
-    from imagekit.smoke import SmokeOptions
-    from imagekit.smoke import smoke as run_smoke
-    from imagekit.targets import resolve_target
+    from imagekit.build.targets import resolve_target
+    from imagekit.cli.progress import PlainReporter
+    from imagekit.run.smoke import SmokeOptions
+    from imagekit.run.smoke import smoke as run_smoke
 
     if profile is not None:
         from imagekit.profiles import load_profile
@@ -657,7 +658,7 @@ def smoke(image: str, profile: str | None, **kw) -> None:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, callback=_command_words)
 def mpirun_cmd(profile, recipe, fmt, env, **kw):
     """Print the recommended mpirun line for WORKERS x SLOTS ranks running COMMAND."""
-    from imagekit.launch import mpirun_line
+    from imagekit.run.launch import mpirun_line
 
     line = mpirun_line({**kw, "env": tuple(env)}, recipe, profile)
     echo_lines([f"[dim]# {escape(note)}[/]" for note in line.notes], err)
@@ -698,7 +699,8 @@ def mpirun_cmd(profile, recipe, fmt, env, **kw):
 )
 def lint_cmd(command, source, workers, slots, debugging, root_env, openmpi_major, recipe, fmt):
     """Check an mpirun COMMAND line against the platform's launch rules (L1-L14, K3)."""
-    from imagekit.launch import LintContext, lint, openmpi_major_of
+    from imagekit.run.launch import openmpi_major_of
+    from imagekit.run.lint import LintContext, lint
 
     if (command is None) == (source is None):
         raise UsageError("give the command as an argument or with --file (not both)")
@@ -744,8 +746,8 @@ def mpijob(
     """Render the manifests of an MPI training job for TARGET (a recipe or an image)."""
     import yaml
 
-    from imagekit.launch import mpijob_manifest
     from imagekit.profiles import load_profile
+    from imagekit.run.launch import mpijob_manifest
 
     documents = mpijob_manifest(
         target, name, workers, slots, command, gpus_per_worker, shm_size, operator, profile
@@ -791,10 +793,10 @@ def mpijob(
 )
 def publish(target, moving, require_check, **kw):
     """Push TARGET (a recipe's image, or any image) to a registry, checked and immutable."""
-    from imagekit.progress import PlainReporter
-    from imagekit.publish import PublishOptions
-    from imagekit.publish import publish as run_publish
-    from imagekit.targets import publish_target
+    from imagekit.build.targets import publish_target
+    from imagekit.cli.progress import PlainReporter
+    from imagekit.image.publish import PublishOptions
+    from imagekit.image.publish import publish as run_publish
 
     image, recipe_moving = publish_target(target)
     if require_check is None:
@@ -827,8 +829,8 @@ def publish(target, moving, require_check, **kw):
 def diff_cmd(image_a, image_b, no_files, strict, report_dir, fmt):
     """What differs between two images: config, packages, layers and files (type, mode,
     owner, link target, xattrs, content). Exit 0 when identical, 1 when they differ."""
-    from imagekit.inventory import diff_images
-    from imagekit.targets import resolve_target
+    from imagekit.build.targets import resolve_target
+    from imagekit.image.inventory import diff_images
 
     if no_files and report_dir is not None:
         raise UsageError("--report-dir needs the file level: drop --no-files")
@@ -857,9 +859,9 @@ def diff_cmd(image_a, image_b, no_files, strict, report_dir, fmt):
 )
 def sbom(image, output):
     """A CycloneDX SBOM (dpkg and pip packages with versions) of IMAGE or a RECIPE's image."""
+    from imagekit.build.targets import resolve_target
     from imagekit.files import write_json_atomic
-    from imagekit.inventory import sbom_of
-    from imagekit.targets import resolve_target
+    from imagekit.image.inventory import sbom_of
 
     body = sbom_of(*resolve_target(image))
     if output is None:
@@ -881,8 +883,8 @@ def clean(dry_run: bool, caches: bool) -> None:
     """Remove containers, networks and scratch directories that earlier imagekit runs left
     (killed, crashed, or the engine went away). Only what carries imagekit's run labels, and
     scratch directories of runs whose process is gone, are touched."""
-    from imagekit.clean import clean as run_clean
-    from imagekit.clean import clean_caches
+    from imagekit.run.clean import clean as run_clean
+    from imagekit.run.clean import clean_caches
 
     verb = "would remove" if dry_run else "removed"
     if caches:  # first: they need no engine

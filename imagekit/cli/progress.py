@@ -1,4 +1,4 @@
-"""Terminal display of engine events. Used only by cli.py (the only module that prints):
+"""Terminal display of engine events. Used only by the command line (imagekit.cli, the only package that prints):
 a live "step N/M, elapsed" line on a TTY, or the plain build log otherwise."""
 
 from __future__ import annotations

@@ -17,15 +17,15 @@ from importlib import resources
 from pathlib import Path
 
 from imagekit import workdirs
-from imagekit.aptauth import apt_build_args, build_through_mirror, explain_untrusted
-from imagekit.base import base_content_digest, ensure_base
-from imagekit.build import BuildInputs, check_inputs, context_options
-from imagekit.engine import Engine, Message, Reporter
+from imagekit.build.aptauth import apt_build_args, build_through_mirror, explain_untrusted
+from imagekit.build.base import base_content_digest, ensure_base
+from imagekit.build.builder import BuildInputs, check_inputs, context_options
+from imagekit.engine.client import Engine, Message, Reporter
 from imagekit.errors import BuildError, ImagekitError, LockError
 from imagekit.files import sha256_file, write_text_atomic
 from imagekit.labels import LOCK_LABEL
-from imagekit.loader import load_recipe
-from imagekit.lockfile import (
+from imagekit.recipe.loader import load_recipe
+from imagekit.build.lockfile import (
     Lock,
     LockedBase,
     LockedTarball,
@@ -45,9 +45,9 @@ from imagekit.lockfile import (
     read_lock,
     unhashed_files,
 )
-from imagekit.plan import Plan, make_plan
-from imagekit.recipe import LoadedRecipe
-from imagekit.render import render_context, write_context
+from imagekit.build.plan import Plan, make_plan
+from imagekit.recipe.model import LoadedRecipe
+from imagekit.build.render import render_context, write_context
 
 REPORT = "/tmp/imagekit-pip-report.json"
 

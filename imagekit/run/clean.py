@@ -10,8 +10,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from imagekit import journal, workdirs
-from imagekit.engine import Engine
+from imagekit import workdirs
+from imagekit.engine import journal
+from imagekit.engine.client import Engine
 from imagekit.labels import RUN_LABELS
 from imagekit.paths import CACHES, cache_dir
 

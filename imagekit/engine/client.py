@@ -28,7 +28,8 @@ import docker.types
 import requests.exceptions
 import urllib3.exceptions
 
-from imagekit import journal, signals
+from imagekit import signals
+from imagekit.engine import journal
 from imagekit.errors import (
     BuildError,
     EngineError,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from imagekit import workdirs
-from imagekit.engine import Engine, Message, Reporter
+from imagekit.engine.client import Engine, Message, Reporter
 from imagekit.errors import BuildError
 
 DROPPED_PAX = frozenset({"mtime", "atime", "ctime"})

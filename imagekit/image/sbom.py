@@ -11,8 +11,8 @@ from urllib.parse import quote
 from imagekit import __version__
 
 if TYPE_CHECKING:  # for annotations only: inventory imports this module to make SBOMs
-    from imagekit.inventory import Inventory
-from imagekit.plan import LABEL_PREFIX, Plan
+    from imagekit.image.inventory import Inventory
+from imagekit.build.plan import LABEL_PREFIX, Plan
 
 SPEC = "1.5"
 

@@ -36,7 +36,7 @@ from imagekit.errors import BuildError, UsageError
 from imagekit.events import Message, Reporter
 
 if TYPE_CHECKING:
-    from imagekit.engine import BuildOutcome, Engine
+    from imagekit.engine.client import BuildOutcome, Engine
 
 # The port the credentials are served on while a build runs. Fixed, so the URL in the build
 # argument (and so the build cache key) is the same on every build; IMAGEKIT_APT_AUTH_PORT

@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from imagekit.engine import Engine, Message, Reporter, split_ref
+from imagekit.build.plan import LABEL_PREFIX
+from imagekit.engine.client import Engine, Message, Reporter, split_ref
+from imagekit.engine.registry import RegistryClient
 from imagekit.errors import (
     PublishAuthError,
     PublishError,
@@ -25,10 +27,8 @@ from imagekit.errors import (
 )
 from imagekit.files import write_json_atomic
 from imagekit.grammar import REF_COMPONENT, REF_TAG
-from imagekit.plan import LABEL_PREFIX
-from imagekit.registry import RegistryClient
 
-RECORD_SCHEMA = "imagekit.publish-record/v1"
+RECORD_SCHEMA = "imagekit.image.publish-record/v1"
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,11 @@ import jinja2
 from imagekit.errors import RecipeError, StaleRenderError
 from imagekit.files import TREE_MARKER, write_tree
 from imagekit.grammar import control_characters
-from imagekit.loader import validate
-from imagekit.lockfile import lock_path
+from imagekit.build.validate import validate
+from imagekit.build.lockfile import lock_path
 from imagekit.ompi import OPERATOR_HOSTFILE
 from imagekit.paths import cache_dir
-from imagekit.plan import (
+from imagekit.build.plan import (
     BUILD_DIR,
     STAGE_ROOT,
     TORCH_EXTENSIONS_DIR,
