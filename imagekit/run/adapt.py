@@ -181,10 +181,54 @@ def plan_adapt(
         _check_non_root_profile(profile)
     port = port or profile.port
     fixes: list[Fix] = []
+    packages, reasons = _packages(image, facts, install_mpi, fixes)
+    sshd = _sshd_fixes(facts, profile, port, fixes)
+    user = _user_fix(facts, profile, port, fixes)
+    mca_files = _launch_defaults(facts)
+    for mca in mca_files:
+        fixes.append(Fix(mca.requirement, _describe_mca(mca, facts)))
+    hostfile_placeholder = _hostfile_placeholder(mca_files, facts)
+    if hostfile_placeholder:
+        fixes.append(
+            Fix(
+                "K3",
+                f"{hostfile_placeholder} placeholder with no hosts, so mpirun outside an MPIJob "
+                "runs locally (the operator mounts the real one over it)",
+            )
+        )
+    switch_to_root, final_user = _users(facts, profile, fixes)
+    run_as_root_env = _run_as_root_env(facts, profile, fixes)
+    env_remedies = _env_remedies(facts, profile, fixes)
+    labels = _labels(image, facts, profile, port, user, fixes)  # last: it may add a fix
+    return AdaptPlan(
+        image=image,
+        profile=profile.name,
+        port=port,
+        fixes=tuple(fixes),
+        packages=tuple(packages),
+        package_reasons="; ".join(reasons),
+        via_mirror=apt_mirror and bool(packages),
+        **sshd,
+        mca_files=mca_files,
+        hostfile_placeholder=hostfile_placeholder,
+        switch_to_root=switch_to_root,
+        original_user=facts.user,
+        run_as_root_env=run_as_root_env,
+        env_remedies=env_remedies,
+        user=user,
+        final_user=final_user,
+        labels=labels,
+    )
+
+
+def _packages(
+    image: str, facts: ImageFacts, install_mpi: bool, fixes: list[Fix]
+) -> tuple[list[str], list[str]]:
+    """R2, R4, R9, R11: the distro packages the image lacks (never MPI unless asked)."""
     packages: list[str] = []
     reasons: list[str] = []
 
-    def need_package(name: str, requirement: str, why: str) -> None:
+    def need(name: str, requirement: str, why: str) -> None:
         packages.append(name)
         reasons.append(f"{requirement}: {why}")
         fixes.append(Fix(requirement, f"install {name} ({why})"))
@@ -195,16 +239,20 @@ def plan_adapt(
                 f"{image}: no mpirun on the image's PATH (R2); adapt does not install MPI "
                 "over a training stack. Pass --install-mpi to add the distro's openmpi-bin"
             )
-        need_package("openmpi-bin", "R2", "mpirun on PATH")
+        need("openmpi-bin", "R2", "mpirun on PATH")
     if not facts.sshd:
-        need_package("openssh-server", "R4", "workers run sshd")
+        need("openssh-server", "R4", "workers run sshd")
     if not facts.has("ssh"):
-        need_package("openssh-client", "R9", "the launcher's mpirun starts ranks over ssh")
+        need("openssh-client", "R9", "the launcher's mpirun starts ranks over ssh")
     if facts.get("file./bin/bash") != "yes":
-        need_package("bash", "R11", "mpirun ... bash run.sh")
+        need("bash", "R11", "mpirun ... bash run.sh")
+    return packages, reasons
 
-    # Root's sshd (its settings, PAM, /run/sshd, host keys, pam_env's environment) is what a
-    # root-run MPIJob starts; a non-root profile's user runs its own sshd instead (below).
+
+def _sshd_fixes(facts: ImageFacts, profile: Profile, port: int, fixes: list[Fix]) -> dict:
+    """Root's sshd (its settings, PAM, /run/sshd, host keys, pam_env's environment) is what a
+    root-run MPIJob starts; a non-root profile's user runs its own sshd instead (_user_fix).
+    The ssh client's settings are the launcher's either way."""
     root_sshd = not profile.non_root
     sshd_settings = root_sshd and (not facts.sshd or _sshd_wrong(facts, port))
     if sshd_settings:
@@ -226,43 +274,50 @@ def plan_adapt(
     if session_env:
         names = " and ".join(session_env)
         fixes.append(Fix("K4", f"{names} of the image's ENV in /etc/environment (ssh sessions)"))
-    user = None
+    return {
+        "sshd_settings": sshd_settings,
+        "ssh_settings": ssh_settings,
+        "pam_loginuid": pam_loginuid,
+        "run_sshd": run_sshd,
+        "host_keys": host_keys,
+        "session_env": session_env,
+    }
+
+
+def _user_fix(facts: ImageFacts, profile: Profile, port: int, fixes: list[Fix]) -> MpiUser | None:
+    """K1: a non-root profile's user, with its own sshd_config, unless the image has both."""
     ready = facts.user == profile.user and facts.get(f"file.{profile.sshd_config}") == "yes"
-    if profile.non_root and not ready:
-        user = MpiUser(profile.user, profile.uid, port, _user_session_env(facts))
-        fixes.append(
-            Fix(
-                "K1 K4",
-                f"user {user.name} (uid {user.uid}) with its own sshd_config (port {port}, the "
-                f"mounted key as host key, SetEnv {' '.join(user.session_env) or 'nothing'})",
-            )
+    if not profile.non_root or ready:
+        return None
+    user = MpiUser(profile.user, profile.uid, port, _user_session_env(facts))
+    fixes.append(
+        Fix(
+            "K1 K4",
+            f"user {user.name} (uid {user.uid}) with its own sshd_config (port {port}, the "
+            f"mounted key as host key, SetEnv {' '.join(user.session_env) or 'nothing'})",
         )
+    )
+    return user
 
-    mca_files = _launch_defaults(facts)
-    for mca in mca_files:
-        fixes.append(Fix(mca.requirement, _describe_mca(mca, facts)))
-    hostfile_placeholder = _hostfile_placeholder(mca_files, facts)
-    if hostfile_placeholder:
-        fixes.append(
-            Fix(
-                "K3",
-                f"{hostfile_placeholder} placeholder with no hosts, so mpirun outside an MPIJob "
-                "runs locally (the operator mounts the real one over it)",
-            )
-        )
 
+def _users(facts: ImageFacts, profile: Profile, fixes: list[Fix]) -> tuple[bool, str]:
+    """Who adapt.sh runs as, and the image's USER at the end: root (R1), or a non-root
+    profile's user (K1; root only while adapt.sh runs)."""
     original_user = facts.user
-    if profile.non_root:  # root only while adapt.sh runs; the image ends as the user
+    if profile.non_root:
         switch_to_root = original_user not in ROOT_USERS and any(f.in_script for f in fixes)
-        final_user = profile.user
         if original_user != profile.user:
             fixes.append(Fix("K1", f"USER {profile.user} (was {original_user or 'root'})", False))
-    else:
-        switch_to_root = original_user not in ROOT_USERS
-        final_user = ""
-        if switch_to_root:
-            fixes.append(Fix("R1", f"USER root (was {original_user})", in_script=False))
-    run_as_root_env = (
+        return switch_to_root, profile.user
+    switch_to_root = original_user not in ROOT_USERS
+    if switch_to_root:
+        fixes.append(Fix("R1", f"USER root (was {original_user})", in_script=False))
+    return switch_to_root, ""
+
+
+def _run_as_root_env(facts: ImageFacts, profile: Profile, fixes: list[Fix]) -> bool:
+    """R8: a profile that runs mpirun as root without --allow-run-as-root needs the ENV."""
+    needed = (
         not profile.non_root
         and profile.run_as_root == "env"
         and not all(
@@ -270,61 +325,56 @@ def plan_adapt(
             for name in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
         )
     )
-    if run_as_root_env:
+    if needed:
         fixes.append(Fix("R8", "ENV OMPI_ALLOW_RUN_AS_ROOT=1 ..._CONFIRM=1", in_script=False))
-    env_remedies = tuple(
+    return needed
+
+
+def _env_remedies(
+    facts: ImageFacts, profile: Profile, fixes: list[Fix]
+) -> tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]:
+    """Each failing ENV unit's remedy (imagekit/requirements), as ENV lines."""
+    remedies = tuple(
         (unit.requirement, unit.title, tuple(unit.remedy(facts.env).items()))
         for unit in failing_env_units(facts, profile)
     )
-    for requirement, _, values in env_remedies:
+    for requirement, _, values in remedies:
         settings = " ".join(f"{name}={value}" for name, value in values)
         fixes.append(Fix(requirement, f"ENV {settings}", in_script=False))
+    return remedies
 
-    # SEC: host keys in layers pass only where the profile allows them or a label declares
-    # them; R4 needs them in the image, so adapt declares them: a visible choice.
+
+def _labels(
+    image: str,
+    facts: ImageFacts,
+    profile: Profile,
+    port: int,
+    user: MpiUser | None,
+    fixes: list[Fix],
+) -> dict[str, str]:
+    """Where the adapted image came from, and what `imagekit smoke` and the check read.
+    SEC: host keys in layers pass only where the profile allows them or a label declares
+    them; R4 needs them in the image, so adapt declares them: a visible choice."""
     declare_host_keys = (
         "host" not in profile.allow_keys_in_layers
         and facts.labels.get(f"{LABEL}.ssh.host-keys") != "build"
     )
     if declare_host_keys and not fixes:
         fixes.append(Fix("SEC", "label the image's host keys as declared", in_script=False))
-    labels = {}
-    if fixes:
-        labels = {
-            f"{LABEL}.adapted-from": image,
-            f"{LABEL}.adapted-from.id": facts.image_id,
-            f"{LABEL}.adapted.profile": profile.name,
-        }
-        if declare_host_keys:
-            labels[f"{LABEL}.ssh.host-keys"] = "build"
-        if facts.labels.get(f"{LABEL}.ssh.port", "22") != str(port):
-            labels[f"{LABEL}.ssh.port"] = str(port)  # where `imagekit smoke` finds the port
-        if user is not None:
-            labels[f"{LABEL}.ssh.user"] = user.name
-    return AdaptPlan(
-        image=image,
-        profile=profile.name,
-        port=port,
-        fixes=tuple(fixes),
-        packages=tuple(packages),
-        package_reasons="; ".join(reasons),
-        via_mirror=apt_mirror and bool(packages),
-        sshd_settings=sshd_settings,
-        ssh_settings=ssh_settings,
-        pam_loginuid=pam_loginuid,
-        run_sshd=run_sshd,
-        host_keys=host_keys,
-        session_env=session_env,
-        mca_files=mca_files,
-        hostfile_placeholder=hostfile_placeholder,
-        switch_to_root=switch_to_root,
-        original_user=original_user,
-        run_as_root_env=run_as_root_env,
-        env_remedies=env_remedies,
-        user=user,
-        final_user=final_user,
-        labels=labels,
-    )
+    if not fixes:
+        return {}
+    labels = {
+        f"{LABEL}.adapted-from": image,
+        f"{LABEL}.adapted-from.id": facts.image_id,
+        f"{LABEL}.adapted.profile": profile.name,
+    }
+    if declare_host_keys:
+        labels[f"{LABEL}.ssh.host-keys"] = "build"
+    if facts.labels.get(f"{LABEL}.ssh.port", "22") != str(port):
+        labels[f"{LABEL}.ssh.port"] = str(port)  # where `imagekit smoke` finds the port
+    if user is not None:
+        labels[f"{LABEL}.ssh.user"] = user.name
+    return labels
 
 
 def _check_non_root_profile(profile: Profile) -> None:
