@@ -66,6 +66,17 @@ def shown(value: str, limit: int = 80) -> str:
     return quoted(value, limit)
 
 
+# -- fabrics ----------------------------------------------------------------------------------
+# UCX_NET_DEVICES / NCCL_IB_HCA: HCA ports, e.g. mlx5_0:1 or mlx5_0:1,mlx5_1:1 (F2).
+NET_DEVICES = r"[A-Za-z0-9_]{1,32}(?::[0-9]{1,3})?(?:,[A-Za-z0-9_]{1,32}(?::[0-9]{1,3})?){0,63}"
+check_net_devices = _shape(NET_DEVICES, "HCA ports, e.g. mlx5_0:1 or mlx5_0:1,mlx5_1:1", 2100)
+# A Kubernetes extended resource: [DNS subdomain/]name (rdma/hca_shared_devices_a,
+# nvidia.com/hostdev).
+_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+K8S_RESOURCE = rf"(?:{_DNS_LABEL}(?:\.{_DNS_LABEL}){{0,10}}/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?"
+check_k8s_resource = _shape(K8S_RESOURCE, "a resource name like rdma/hca_shared_devices_a", 317)
+
+
 # -- Debian -----------------------------------------------------------------------------------
 # Debian policy 5.6.1 (names), 5.6.12 (versions): [epoch:]upstream[-revision].
 DEBIAN_NAME = r"[a-z0-9][a-z0-9+.-]+"

@@ -12,3 +12,9 @@ INVENTORY_LABEL = f"{LABEL_PREFIX}.inventory"  # diff and sbom
 LOCK_LABEL = f"{LABEL_PREFIX}.lock"
 ADAPT_LABEL = f"{LABEL_PREFIX}.adapt"  # adapt's probe container
 RUN_LABELS = (CHECK_LABEL, SMOKE_LABEL, INVENTORY_LABEL, LOCK_LABEL, ADAPT_LABEL)
+
+# F1-F4: the fabric an image was built for (recipes with network.fabric: rdma), read by the
+# check's fabric section and by smoke.
+FABRIC_LABEL = f"{LABEL_PREFIX}.fabric"  # tcp | rdma
+FABRIC_PROVIDERS_LABEL = f"{LABEL_PREFIX}.fabric.providers"  # mlx5,rxe
+FABRIC_UCX_LABEL = f"{LABEL_PREFIX}.fabric.ucx"  # true | false

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from packaging.version import Version
 
 from imagekit.recipe.compat import rules_data
-from imagekit.labels import LABEL_PREFIX
+from imagekit.labels import (
+    FABRIC_LABEL,
+    FABRIC_PROVIDERS_LABEL,
+    FABRIC_UCX_LABEL,
+    LABEL_PREFIX,
+)
 from imagekit.ompi import OMPI5_MCA_RENAMES, OPERATOR_HOSTFILE
 from imagekit.recipe.model import LoadedRecipe, Recipe
 
@@ -29,6 +34,11 @@ SYSTEM_PACKAGES = (
     "make",
 )
 OPENMPI_DISTRO_PACKAGES = ("openmpi-bin", "libopenmpi-dev")
+# network.fabric: rdma (F2): verbs and its providers for NCCL's IB transport (NCCL dlopens
+# libibverbs at init), rdma-cm, and the tools a user debugs a fabric with. Debian's Open MPI
+# pulls some of them by accident of packaging; a recipe that needs them says so.
+FABRIC_PACKAGES = ("libibverbs1", "ibverbs-providers", "librdmacm1", "ibverbs-utils")
+UCX_PACKAGES = ("libucx0", "ucx-utils")  # Open MPI's UCX PML, ucx_info
 OPENMPI_BUILD_PACKAGES = ("curl", "bzip2", "file", "perl")
 # cuda.source: wheels -- nvcc for DeepSpeed's prebuilt ops, in the deepspeed builder stage only
 # (Debian non-free; CUDA_HOME is /usr). setuptools: DeepSpeed's setup.py must see the
@@ -169,6 +179,7 @@ class Plan:
     # cuda.source: wheels: DeepSpeed's CUDA ops compiled when pip builds DeepSpeed (DS_BUILD_*),
     # as installed ops that import without nvcc, instead of a JIT load at build time.
     cuda_source: str | None = None
+    fabric: str = "tcp"  # network.fabric (F1): tcp | rdma
     ds_build_env: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -237,7 +248,7 @@ def make_plan(loaded: LoadedRecipe) -> Plan:
         system_packages=SYSTEM_PACKAGES,
         python_packages=_python_packages(r),
         python_ppa="ppa:deadsnakes/ppa" if r.python.source == "deadsnakes" else None,
-        openmpi_packages=OPENMPI_DISTRO_PACKAGES if tarball is None else (),
+        openmpi_packages=OPENMPI_DISTRO_PACKAGES + _fabric_packages(r) if tarball is None else (),
         openmpi_tarball=tarball,
         pip_steps=_pip_steps(r),
         torch_index_url=r.torch.index_url,
@@ -262,7 +273,14 @@ def make_plan(loaded: LoadedRecipe) -> Plan:
         pip_over_distro=r.torch.source == "distro",
         cuda_source=cuda_source,
         ds_build_env=_ds_build_env(r) if cuda_source == "wheels" else {},
+        fabric=r.network.fabric,
     )
+
+
+def _fabric_packages(r: Recipe) -> tuple[str, ...]:
+    if r.network.fabric != "rdma":
+        return ()
+    return FABRIC_PACKAGES + (UCX_PACKAGES if r.network.ucx else ())
 
 
 def ds_build_name(builder: str) -> str:
@@ -290,7 +308,12 @@ McaLines = tuple[tuple[str, str, str], ...]
 
 
 def _mca(r: Recipe, ompi_major: int) -> tuple[McaLines, McaLines]:
-    return mca_files(r.mpi.mca, ompi_major)
+    mca = dict(r.mpi.mca)
+    if r.network.fabric == "rdma" and "mca" not in r.mpi.model_fields_set:
+        # F4: no pml by default: Open MPI selects ucx where RDMA is and ob1 elsewhere; an
+        # RDMA launch line asks for ucx by name (`imagekit mpirun --fabric rdma`).
+        mca.pop("pml", None)
+    return mca_files(mca, ompi_major)
 
 
 def mca_files(mca: Mapping[str, object], ompi_major: int) -> tuple[McaLines, McaLines]:
@@ -437,6 +460,10 @@ def _labels(r: Recipe, sha: str, tag: str, expected: dict[str, str]) -> dict[str
         f"{LABEL_PREFIX}.mpi.allow-run-as-root": str(r.mpi.allow_run_as_root).lower(),
     }
     labels.update({f"{LABEL_PREFIX}.version.{k}": v for k, v in expected.items()})
+    if r.network.fabric == "rdma":  # read by the check's fabric section and by smoke
+        labels[FABRIC_LABEL] = "rdma"
+        labels[FABRIC_PROVIDERS_LABEL] = ",".join(r.network.providers)
+        labels[FABRIC_UCX_LABEL] = str(r.network.ucx).lower()
     if r.env_not_secret:  # read by check (credentials-in-config), as recipe validation reads it
         labels[f"{LABEL_PREFIX}.env-not-secret"] = ",".join(sorted(r.env_not_secret))
     if r.cuda is not None and r.cuda.source == "wheels":

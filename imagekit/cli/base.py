@@ -189,3 +189,33 @@ def emit(text: str, output: Path | None) -> None:
 
     write_text_atomic(output, text)
     out.print(f"[green]wrote[/] {escape(str(output))}")
+
+
+def net_devices(ctx, param, value: str | None) -> str | None:
+    if value is None:
+        return None
+    from imagekit.grammar import check_net_devices
+
+    try:
+        return check_net_devices(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+def rdma_resources(ctx, param, values: tuple[str, ...]) -> dict[str, int]:
+    """`--rdma RESOURCE=N`: Kubernetes extended resources, each a positive count."""
+    from imagekit.grammar import check_k8s_resource, shown
+
+    found: dict[str, int] = {}
+    for item in values:
+        name, sep, count = item.partition("=")
+        try:
+            check_k8s_resource(name)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+        if not sep or not count.isdigit() or not 1 <= int(count) <= 1_000_000:
+            raise click.BadParameter(
+                f"{shown(item)}: expected RESOURCE=N with N from 1 to 1000000", ctx=ctx, param=param
+            )
+        found[name] = int(count)
+    return found

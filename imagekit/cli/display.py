@@ -128,6 +128,9 @@ def smoke_table(result) -> tuple[Table | None, list[str]]:
             )
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
     lines = [f"{verdict(result.passed)} {len(top.workers)} workers x {top.slots} slots; {timings}"]
+    if result.pml:
+        chosen = sorted(set(result.pml.values()))
+        lines.append(f"  PML selected by {len(result.pml)} ranks: {', '.join(chosen)} (F1)")
     lines += [f"  [red]-[/] {escape(problem)}" for problem in result.problems]
     return table, lines
 

@@ -19,6 +19,8 @@ from imagekit.cli.base import (
     echo_lines,
     emit,
     err,
+    net_devices,
+    rdma_resources,
 )
 from imagekit.cli.console import escape
 from imagekit.errors import (
@@ -55,6 +57,18 @@ from imagekit.errors import (
     help="mpirun -timeout seconds (L10).",
 )
 @click.option("--workdir", help="-wdir for every rank (L11).")
+@click.option(
+    "--fabric",
+    type=click.Choice(["tcp", "rdma"]),
+    help="The cluster's fabric (default: from --recipe, else tcp): rdma runs Open MPI over "
+    "UCX and NCCL over IB, with nothing that turns them off (F1-F4).",
+)
+@click.option(
+    "--net-devices",
+    callback=net_devices,
+    metavar="PORTS",
+    help="rdma: the HCA ports to use, e.g. mlx5_0:1 (UCX_NET_DEVICES, NCCL_IB_HCA).",
+)
 @click.option(
     "--format",
     "fmt",
@@ -100,20 +114,31 @@ def mpirun_cmd(profile, recipe, fmt, env, **kw):
     type=click.Choice(["4", "5"]),
     help="The image's Open MPI major: 5 flags what PRRTE ignores or refuses (K3).",
 )
-@click.option("--recipe", type=RecipeArg, help="Take the Open MPI major from this recipe.")
+@click.option(
+    "--recipe", type=RecipeArg, help="Take the Open MPI major and the fabric from this recipe."
+)
+@click.option(
+    "--fabric",
+    type=click.Choice(["tcp", "rdma"]),
+    help="The cluster's fabric (default: from --recipe, else tcp): on rdma, what turns the "
+    "fabric off is an error (F4) and L4/L5's TCP rules do not apply.",
+)
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-def lint_cmd(command, source, workers, slots, debugging, root_env, openmpi_major, recipe, fmt):
-    """Check an mpirun COMMAND line against the platform's launch rules (L1-L14, K3)."""
-    from imagekit.run.launch import openmpi_major_of
+def lint_cmd(
+    command, source, workers, slots, debugging, root_env, openmpi_major, recipe, fabric, fmt
+):
+    """Check an mpirun COMMAND line against the platform's launch rules (L1-L14, K3, F4)."""
+    from imagekit.run.launch import fabric_of, openmpi_major_of
     from imagekit.run.lint import LintContext, lint
 
     if (command is None) == (source is None):
         raise UsageError("give the command as an argument or with --file (not both)")
     text = sys.stdin.read() if command == "-" else command if command is not None else source.read()
     major = openmpi_major_of(openmpi_major, recipe)
-    findings = lint(text, LintContext(workers, slots, not debugging, root_env, major))
+    context = LintContext(workers, slots, not debugging, root_env, major, fabric_of(fabric, recipe))
+    findings = lint(text, context)
     errors = sorted({f.lid for f in findings if f.severity == "error"})
     if fmt == "json":
         click.echo(
@@ -145,10 +170,29 @@ def lint_cmd(command, source, workers, slots, debugging, root_env, openmpi_major
     help="A profile's user, key mount and sshd config (kubeflow-mpi-operator-v2-nonroot: "
     "runAsUser 1000, /home/mpiuser/.ssh, sshd -De -f ~/.sshd_config).",
 )
+@click.option(
+    "--rdma",
+    multiple=True,
+    callback=rdma_resources,
+    metavar="RESOURCE=N",
+    help="The cluster's RDMA device resource (e.g. rdma/hca_shared_devices_a=1, "
+    "nvidia.com/hostdev=1; repeatable): requested on launcher and workers with IPC_LOCK and "
+    "/dev/shm, and the launch line on UCX (F3).",
+)
 @click.option("-o", "--output", type=FileOut)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, callback=command_words)
 def mpijob(
-    target, name, workers, slots, gpus_per_worker, shm_size, operator, profile, output, command
+    target,
+    name,
+    workers,
+    slots,
+    gpus_per_worker,
+    shm_size,
+    operator,
+    profile,
+    rdma,
+    output,
+    command,
 ):
     """Render the manifests of an MPI training job for TARGET (a recipe or an image)."""
     import yaml
@@ -157,7 +201,7 @@ def mpijob(
     from imagekit.run.launch import mpijob_manifest
 
     documents = mpijob_manifest(
-        target, name, workers, slots, command, gpus_per_worker, shm_size, operator, profile
+        target, name, workers, slots, command, gpus_per_worker, shm_size, operator, profile, rdma
     )
     text = yaml.safe_dump_all(documents, sort_keys=False)
     group_readable = operators.OPERATORS[operator].secret_files == "group-readable"

@@ -230,6 +230,12 @@ def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], .
     help="Set VAR in every container and pass it to the ranks with mpirun -x (repeatable; "
     "e.g. DS_ACCELERATOR=cpu for a GPU image on a host without GPUs).",
 )
+@click.option(
+    "--fabric",
+    type=click.Choice(["tcp", "rdma"]),
+    help="rdma: run the default line over Open MPI's UCX PML (UCX over TCP: no HCA needed) and "
+    "prove every rank selected it (default: the profile's fabric, else the image's label).",
+)
 @GPUS_OPTION
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, callback=command_words)
 def smoke(image: str, profile: str | None, **kw) -> None:
@@ -256,6 +262,8 @@ def smoke(image: str, profile: str | None, **kw) -> None:
             sshd_config=None if default_config else chosen.sshd_config,
             port=kw["port"] or chosen.port,
         )
+        if kw["fabric"] is None and chosen.fabric == "rdma":
+            kw["fabric"] = "rdma"
     result = run_smoke(resolve_target(image)[0], SmokeOptions(**kw), PlainReporter(err.real))
     table, lines = display.smoke_table(result)
     if table is not None:

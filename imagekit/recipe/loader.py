@@ -37,10 +37,21 @@ def load_recipe(path: str | Path) -> LoadedRecipe:
     ]
     if problems:
         raise RecipeError(problems)
-    digest = hashlib.sha256(
-        json.dumps(recipe.model_dump(mode="json"), sort_keys=True).encode()
-    ).hexdigest()
-    return LoadedRecipe(recipe=recipe, path=path, sha256=digest, sources=sources)
+    return LoadedRecipe(recipe=recipe, path=path, sha256=recipe_digest(recipe), sources=sources)
+
+
+# Sections added after recipes had digests: at its default, such a section means what every
+# recipe meant before it existed, so it is left out of the digest and the digests (in locks
+# and image labels) of those recipes stay as they were.
+LATER_SECTIONS = ("network",)
+
+
+def recipe_digest(recipe: Recipe) -> str:
+    data = recipe.model_dump(mode="json")
+    for name in LATER_SECTIONS:
+        if getattr(recipe, name) == type(recipe).model_fields[name].default:
+            del data[name]
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 # How far `extends` may chain: the shipped recipes use one step; a chain is read file by file.

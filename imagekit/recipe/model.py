@@ -229,6 +229,39 @@ class Ssh(Model):
     uid: int = Field(1000, ge=1, le=65533, description="the MPI user's uid (runAsUser)")
 
 
+# rdma-core's verbs providers (Debian's ibverbs-providers registers each in /etc/libibverbs.d).
+VerbsProvider = Literal[
+    "bnxt_re", "cxgb4", "efa", "erdma", "hfi1verbs", "hns", "ipathverbs", "irdma", "mana",
+    "mlx4", "mlx5", "mthca", "ocrdma", "qedr", "rxe", "siw", "vmw_pvrdma",
+]  # fmt: skip
+
+
+class Network(Model):
+    """F1-F4: the cluster fabric the image is made for."""
+
+    fabric: Literal["tcp", "rdma"] = Field(
+        "tcp",
+        description="tcp: the seed's TCP clusters (Open MPI's ob1 PML, NCCL over sockets); "
+        "rdma: InfiniBand or RoCE (rdma-core's verbs for NCCL's IB transport, UCX for Open "
+        "MPI), no setting that turns it off",
+    )
+    providers: tuple[VerbsProvider, ...] = Field(
+        (),
+        max_length=32,
+        description="verbs providers the image must register (rdma: mlx5 for Mellanox "
+        "InfiniBand and RoCE, efa, rxe for soft-RoCE, ...)",
+    )
+    ucx: bool = Field(False, description="rdma: Open MPI's UCX PML and UCX's tools")
+
+    @model_validator(mode="after")
+    def _rdma_parts_need_rdma(self) -> Network:
+        if self.fabric == "tcp" and (self.providers or self.ucx):
+            raise ValueError("providers and ucx need fabric: rdma")
+        if self.fabric == "rdma" and not self.providers:
+            raise ValueError("fabric: rdma needs providers, e.g. [mlx5]")
+        return self
+
+
 DEFAULT_MCA: dict[str, str] = {
     "pml": "ob1",
     "btl": "^openib",
@@ -307,7 +340,31 @@ class Recipe(Model):
     )
     ssh: Ssh = Ssh()
     mpi: Mpi = Mpi()
+    network: Network = Network()
     image: Image
+
+    @model_validator(mode="after")
+    def _rdma_is_built_for_distro_mpi(self) -> Recipe:
+        if self.network.fabric == "rdma" and self.openmpi.source == "tarball":
+            raise ValueError(
+                "network.fabric: rdma with openmpi.source: tarball is not built yet (its "
+                "configure needs --with-ucx and UCX's headers); use openmpi.source: distro"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _rdma_keeps_the_ucx_pml_selectable(self) -> Recipe:
+        pml = self.mpi.mca.get("pml")
+        if self.network.fabric == "rdma" and "mca" in self.mpi.model_fields_set and pml:
+            excluded = pml.startswith("^")
+            names = {n.strip() for n in pml.lstrip("^").split(",")}
+            # cm runs over RDMA as well (an MTL: ofi, psm2); ob1 alone or ^ucx does not.
+            if ("ucx" in names) if excluded else not {"ucx", "cm"} & names:
+                raise ValueError(
+                    f"mpi.mca.pml: {pml} keeps Open MPI off the RDMA fabric (F4); leave pml "
+                    "unset (Open MPI picks ucx where RDMA is, ob1 elsewhere) or name ucx"
+                )
+        return self
 
     @model_validator(mode="after")
     def _distro_torch_needs_distro_python(self) -> Recipe:

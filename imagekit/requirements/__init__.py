@@ -12,6 +12,7 @@ adapt, smoke's hints and `imagekit requirements` (the reference) take it from th
 from imagekit.requirements.base import (
     EnvRequirement,
     Judgement,
+    ProbedRequirement,
     Requirement,
     SettingsRequirement,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "SSH_CLIENT",
     "EnvRequirement",
     "Judgement",
+    "ProbedRequirement",
     "Requirement",
     "SettingsRequirement",
     "env_units",

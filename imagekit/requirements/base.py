@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 if TYPE_CHECKING:  # a unit reads a profile's fields; it never loads one
     from imagekit.profiles import Profile
 
-Status = Literal["pass", "warn", "fail"]
+Status = Literal["pass", "warn", "fail", "skip"]  # skip: the unit does not apply here
 SAME_EVERYWHERE = "the same under every profile"  # how most checks vary by profile
 
 
@@ -90,4 +90,23 @@ class EnvRequirement(Requirement):
     @classmethod
     def remedy(cls, env: Mapping[str, str]) -> dict[str, str]:
         """The ENV values that make `env` pass (a Dockerfile cannot unset a variable)."""
+        raise NotImplementedError
+
+
+class ProbedRequirement(Requirement):
+    """A requirement judged from what a probe script (imagekit/data/`probe`) prints in the
+    check's container, `KEY<TAB>VALUE` lines, together with the image's labels (what it
+    declares) and the profile. The check suite runs each probe once for all its units
+    (checks_units.py); `judge` is pure and may answer "skip" when the unit does not apply."""
+
+    probe: ClassVar[str]  # a data file: the script, run as `sh -c SCRIPT sh ARGS...`
+
+    @classmethod
+    def probe_args(cls, labels: Mapping[str, str]) -> tuple[str, ...]:
+        return ()
+
+    @classmethod
+    def judge(
+        cls, facts: Mapping[str, str], labels: Mapping[str, str], profile: Profile
+    ) -> Judgement:
         raise NotImplementedError

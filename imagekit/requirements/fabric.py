@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from imagekit.requirements.base import EnvRequirement, Judgement
+from imagekit.labels import FABRIC_LABEL, FABRIC_PROVIDERS_LABEL, FABRIC_UCX_LABEL
+from imagekit.requirements.base import EnvRequirement, Judgement, ProbedRequirement
 
 if TYPE_CHECKING:
     from imagekit.profiles import Profile
@@ -53,6 +56,16 @@ FABRIC_OFF = {
 }
 
 
+def fabric_off(settings: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(name, value, what it does) for each setting in `settings` (an image's ENV, or a launch
+    line's -x and -mca pml) that keeps NCCL or Open MPI off the RDMA fabric (F4)."""
+    return [
+        (name, settings[name], why)
+        for name, (off, why, _) in FABRIC_OFF.items()
+        if name in settings and off(settings[name])
+    ]
+
+
 class FabricKeptOn(EnvRequirement):
     """F4: on an RDMA cluster, no variable the image sets turns the fabric off. Each is right
     for the seed's TCP clusters (`NCCL_IB_DISABLE=1`, `-mca pml ob1`), and on RDMA each makes
@@ -77,7 +90,7 @@ class FabricKeptOn(EnvRequirement):
 
     @classmethod
     def _offending(cls, env: Mapping[str, str]) -> list[str]:
-        return [name for name, (off, _, _) in FABRIC_OFF.items() if name in env and off(env[name])]
+        return [name for name, _, _ in fabric_off(env)]
 
     @classmethod
     def judge(cls, env: Mapping[str, str], profile: Profile) -> Judgement:
@@ -95,4 +108,150 @@ class FabricKeptOn(EnvRequirement):
         return {name: FABRIC_OFF[name][2] for name in cls._offending(env)}
 
 
-FABRIC: tuple[type[EnvRequirement], ...] = (FabricKeptOn,)
+@dataclass(frozen=True)
+class DeclaredFabric:
+    """What an image says it is made for (recipes' network section, as labels)."""
+
+    rdma: bool
+    providers: tuple[str, ...]
+    ucx: bool
+
+    @classmethod
+    def of(cls, labels: Mapping[str, str]) -> DeclaredFabric:
+        providers = tuple(
+            p
+            for p in labels.get(FABRIC_PROVIDERS_LABEL, "").split(",")
+            if PROVIDER_NAME.fullmatch(p)  # a label is image metadata: untrusted
+        )
+        return cls(
+            labels.get(FABRIC_LABEL) == "rdma",
+            providers[:32],
+            labels.get(FABRIC_UCX_LABEL) == "true",
+        )
+
+
+PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+FABRIC_PROBE = "fabric_probe.sh"
+
+
+def _needed(labels: Mapping[str, str], profile: Profile) -> str | None:
+    """Why the fabric section does not apply: neither the image nor the profile is RDMA."""
+    if DeclaredFabric.of(labels).rdma or profile.fabric == "rdma":
+        return None
+    return "neither the image (io.imagekit.fabric) nor the profile (fabric) is RDMA"
+
+
+class FabricProbed(ProbedRequirement):
+    probe = FABRIC_PROBE
+    profiles = "judged for images that declare fabric rdma and under profiles with fabric: rdma"
+
+    @classmethod
+    def probe_args(cls, labels: Mapping[str, str]) -> tuple[str, ...]:
+        return DeclaredFabric.of(labels).providers
+
+
+class VerbsLoads(FabricProbed):
+    """F2: NCCL's IB transport dlopens `libibverbs.so` (then `libibverbs.so.1`) at init and
+    asks it for the HCAs; without it NCCL falls back to TCP sockets and says so only at INFO.
+    Zero devices is fine (a machine without an HCA, as here); a library that cannot load is
+    not."""
+
+    check_id = "verbs-library"
+    requirement = "F2"
+    title = "libibverbs loads the way NCCL loads it, and lists devices"
+    fix = "install libibverbs1 (and ibverbs-providers): recipes say network: {fabric: rdma}"
+
+    @classmethod
+    def judge(cls, facts, labels, profile) -> Judgement:
+        skip = _needed(labels, profile)
+        if skip:
+            return Judgement("skip", skip)
+        verbs = facts.get("verbs", "")
+        if verbs == "no python3":
+            return Judgement("skip", "no python3 in the image to dlopen libibverbs with")
+        return Judgement("pass" if verbs.startswith("loaded") else "fail", verbs or "no answer")
+
+
+class ProvidersRegistered(FabricProbed):
+    """F2: libibverbs finds an HCA only through a provider registered for it in
+    /etc/libibverbs.d (mlx5 for NVIDIA/Mellanox InfiniBand and RoCE, efa, rxe, ...), whose
+    library must load. Each provider the image declares is judged; under an RDMA profile an
+    image that declares none needs at least one registered."""
+
+    check_id = "verbs-providers"
+    requirement = "F2"
+    title = "each declared verbs provider is registered and its library resolves"
+    fix = "install ibverbs-providers (rdma-core) and list the HCA's provider in network.providers"
+
+    @classmethod
+    def judge(cls, facts, labels, profile) -> Judgement:
+        skip = _needed(labels, profile)
+        if skip:
+            return Judgement("skip", skip)
+        registered = set(facts.get("registered", "").split(","))
+        declared = DeclaredFabric.of(labels).providers
+        if not declared:
+            names = sorted(registered - {""})
+            if names:
+                return Judgement("pass", f"registered: {', '.join(names)}")
+            return Judgement("fail", "no provider registered in /etc/libibverbs.d")
+        problems = []
+        for name in declared:
+            library = facts.get(f"provider.{name}", "-")
+            # A missing libibverbs itself is verbs-library's finding, not the provider's.
+            missing = (
+                " ".join(
+                    lib
+                    for lib in facts.get(f"provider.{name}.missing", "-").split()
+                    if lib not in ("-", "libibverbs.so.1")
+                )
+                or "-"
+            )
+            if name not in registered:
+                problems.append(f"{name}: not registered in /etc/libibverbs.d")
+            elif library == "-":
+                problems.append(f"{name}: no lib{name}-rdmav*.so")
+            elif missing != "-":
+                problems.append(f"{name}: {library} needs {missing.strip()}, not found")
+        if problems:
+            return Judgement("fail", "; ".join(problems))
+        return Judgement("pass", f"{', '.join(declared)}: registered, libraries resolve")
+
+
+class UcxPml(FabricProbed):
+    """F2: Open MPI reaches RDMA through its UCX PML, and UCX through its IB transports (rc,
+    ud, dc, in libuct_ib). Judged where the image declares UCX, or under an RDMA profile; the
+    transports UCX sees on this machine are reported (no HCA here: tcp, shared memory)."""
+
+    check_id = "ucx-pml"
+    requirement = "F2"
+    title = "Open MPI has the UCX PML, and UCX its verbs transports"
+    fix = "install Open MPI with UCX (Debian's openmpi-bin has it), libucx0 and ucx-utils: recipes say network.ucx: true"
+
+    @classmethod
+    def judge(cls, facts, labels, profile) -> Judgement:
+        skip = _needed(labels, profile)
+        if skip:
+            return Judgement("skip", skip)
+        declared = DeclaredFabric.of(labels)
+        if not declared.ucx and profile.fabric != "rdma":
+            return Judgement("skip", "the image does not declare UCX (io.imagekit.fabric.ucx)")
+        problems = []
+        if facts.get("pml_ucx") != "yes":
+            problems.append("Open MPI has no UCX PML (ompi_info lists no mca:pml:ucx)")
+        if facts.get("uct_ib", "-") == "-":
+            problems.append("UCX has no verbs transports (no libuct_ib)")
+        if declared.ucx and not facts.get("ucx_info"):
+            problems.append("no ucx_info (ucx-utils)")
+        if problems:
+            return Judgement("fail", "; ".join(problems))
+        seen = facts.get("ucx_transports", "").split() or ["none listed"]
+        return Judgement("pass", f"pml ucx; libuct_ib; transports here: {', '.join(seen)}")
+
+
+FABRIC: tuple[type[EnvRequirement | ProbedRequirement], ...] = (
+    VerbsLoads,
+    ProvidersRegistered,
+    UcxPml,
+    FabricKeptOn,
+)

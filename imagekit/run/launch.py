@@ -4,6 +4,7 @@ named: start-up time); recommend.py, lint.py and manifests.py stay pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from imagekit import operators
@@ -26,7 +27,10 @@ def mpirun_line(request: dict, recipe: Path | None, profile: str) -> LaunchLine:
             fields["openmpi_major"] = plan.openmpi_major
         if fields.get("gpu") is None:
             fields["gpu"] = plan.accel == "gpu"
+        if fields.get("fabric") is None:
+            fields["fabric"] = plan.fabric
     fields["gpu"] = bool(fields.get("gpu"))
+    fields["fabric"] = fields.get("fabric") or "tcp"
     fields["openmpi_major"] = int(fields.get("openmpi_major") or 4)
     fields["ssh_port"] = profile_port(profile)
     return recommend(LaunchRequest(**fields))
@@ -46,6 +50,16 @@ def profile_port(name_or_path: str) -> int:
     from imagekit.profiles import load_profile  # a user's profile file: validated
 
     return load_profile(name_or_path).port
+
+
+def fabric_of(flag: str | None, recipe: Path | None) -> str:
+    """`--fabric` wins; else the recipe's network.fabric; else tcp."""
+    if flag is not None:
+        return flag
+    from imagekit.build.targets import recipe_plan
+
+    plan = recipe_plan(recipe)
+    return plan.fabric if plan is not None else "tcp"
 
 
 def openmpi_major_of(flag: str | None, recipe: Path | None) -> int | None:
@@ -68,6 +82,7 @@ def mpijob_manifest(
     shm_size: str,
     operator: str = operators.DEFAULT,
     profile: str | None = None,
+    rdma: Mapping[str, int] | None = None,
 ) -> list[dict]:
     """The documents to `kubectl apply` for TARGET under `operator`."""
     from imagekit.build.targets import recipe_plan, resolve_target
@@ -84,6 +99,7 @@ def mpijob_manifest(
             "slots": slots,
             "command": command,
             "gpu": True if gpus_per_worker else None,
+            "fabric": "rdma" if rdma else None,
         },
         recipe,
         profile or "seed",
@@ -94,6 +110,6 @@ def mpijob_manifest(
         if chosen is not None and chosen.non_root:
             port = chosen.port
         return trainjob(
-            name, image, workers, slots, line.argv, gpus_per_worker, shm_size, port, chosen
+            name, image, workers, slots, line.argv, gpus_per_worker, shm_size, port, chosen, rdma
         )
-    return [mpijob(name, image, workers, slots, line.argv, gpus_per_worker, shm_size, chosen)]
+    return [mpijob(name, image, workers, slots, line.argv, gpus_per_worker, shm_size, chosen, rdma)]

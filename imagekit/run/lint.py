@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from imagekit.errors import UsageError
 from imagekit.ompi import OMPI5_GONE, OMPI5_MCA_RENAMES, OPERATOR_HOSTFILE
+from imagekit.requirements.fabric import fabric_off
 
 LAUNCHERS = {"mpirun", "mpiexec", "orterun", "prterun"}
 # Open MPI options that take values (how many), in both spellings; everything else is a flag.
@@ -119,6 +120,7 @@ class LintContext:
     production: bool = True
     root_env: str = "unknown"  # yes | no | unknown: does the image set OMPI_ALLOW_RUN_AS_ROOT*?
     openmpi_major: int | None = None  # None: unknown (from --openmpi or --recipe)
+    fabric: str = "tcp"  # tcp | rdma (F1): on rdma, what turns the fabric off is an error
 
 
 def lint(text: str, ctx: LintContext | None = None) -> list[Finding]:
@@ -217,6 +219,8 @@ def rule_binding(call, ctx):
 
 def rule_transports(call, ctx):
     mca = call.mca()
+    if ctx.fabric == "rdma":  # L4/L5 are the TCP clusters' rules; rule_fabric judges these
+        return
     if mca.get("pml") == "ucx":
         yield Finding("L4", "error", "pml ucx is unreliable on Kubernetes networks", "-mca pml ob1")
     btl = mca.get("btl", "")
@@ -226,6 +230,34 @@ def rule_transports(call, ctx):
             "error",
             "btl openib errors out without InfiniBand",
             "-mca btl ^openib (or tcp,self)",
+        )
+
+
+def rule_fabric(call, ctx):
+    """F4: on an RDMA cluster, a line that turns the fabric off still runs, several times
+    slower, with no error: each such setting is one, named with its cost."""
+    if ctx.fabric != "rdma":
+        return
+    settings = dict(v[0].split("=", 1) for v in call.values("x") if v and "=" in v[0])
+    mca = call.mca()
+    if "pml" in mca:
+        settings["OMPI_MCA_pml"] = mca["pml"]
+    for name, value, why in fabric_off(settings):
+        shown = f"-mca pml {value}" if name == "OMPI_MCA_pml" else f"-x {name}={value}"
+        yield Finding(
+            "F4",
+            "error",
+            f"{shown}: {why}; on RDMA the job runs over TCP, several times slower, no error",
+            "-mca pml ucx, and no NCCL_IB_DISABLE, NCCL_NET=Socket or TCP-only UCX_TLS",
+        )
+    btl = mca.get("btl", "")
+    if mca.get("pml") != "ucx" and btl.startswith("^") and "openib" in btl[1:].split(","):
+        yield Finding(
+            "F4",
+            "warning",
+            "-mca btl ^openib without -mca pml ucx: Open MPI 4 is left with TCP unless it picks "
+            "UCX itself",
+            "-mca pml ucx (and UCX_NET_DEVICES for the HCA port)",
         )
 
 
@@ -325,6 +357,7 @@ def rule_openmpi5(call, ctx):
 
 
 RULES = [
+    rule_fabric,
     rule_double_launcher,
     rule_bare_script,
     rule_host,

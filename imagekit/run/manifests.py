@@ -3,7 +3,9 @@ TrainJob for an image, its launch line and a profile. Pure: data in, documents o
 
 from __future__ import annotations
 
+import copy
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from imagekit import grammar
@@ -23,6 +25,7 @@ def mpijob(
     gpus_per_worker: int = 0,
     shm_size: str = "1Gi",
     profile=None,
+    rdma: Mapping[str, int] | None = None,
 ) -> dict:
     """A kubeflow.org/v2beta1 MPIJob: launcher runs `launcher`, workers run sshd (W1-W4).
     A non-root `profile` gives K1's non-root form: runAsUser, the Secret at the user's
@@ -47,6 +50,12 @@ def mpijob(
     }
     if worker_resources:
         worker["resources"] = worker_resources
+    launcher_container = {"name": "launcher", "image": image, "command": launcher, **run_as()}
+    launcher_pod: dict = {"containers": [launcher_container]}
+    if rdma:
+        for container in (worker, launcher_container):
+            _on_rdma(container, rdma, shm_mount)
+        launcher_pod["volumes"] = [copy.deepcopy(shm_volume)]  # YAML would alias a shared one
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
@@ -57,21 +66,7 @@ def mpijob(
             "mpiImplementation": "OpenMPI",
             "runPolicy": {"cleanPodPolicy": "Running"},
             "mpiReplicaSpecs": {
-                "Launcher": {
-                    "replicas": 1,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "launcher",
-                                    "image": image,
-                                    "command": launcher,
-                                    **run_as(),
-                                }
-                            ]
-                        }
-                    },
-                },
+                "Launcher": {"replicas": 1, "template": {"spec": launcher_pod}},
                 "Worker": {
                     "replicas": workers,
                     "template": {"spec": {"containers": [worker], "volumes": [shm_volume]}},
@@ -94,6 +89,7 @@ def trainjob(
     shm_size: str = "1Gi",
     ssh_port: int = 22,
     profile=None,
+    rdma: Mapping[str, int] | None = None,
 ) -> list[dict]:
     """Kubeflow Trainer v2 (K2): a TrainingRuntime with an MPI policy, and the TrainJob that
     runs `launcher` with it. The image is set on the launcher *and* the nodes (a runtime that
@@ -121,11 +117,18 @@ def trainjob(
         "volumeMounts": [shm_mount],
     }
     launcher_container = {"name": "node", "image": image}
+    if rdma:
+        for container in (node, launcher_container):
+            _on_rdma(container, rdma, shm_mount)
     replicated = [
         _replicated_job("node", node, shm_volume, security=security),
         {
             **_replicated_job(
-                "launcher", launcher_container, None, trainer_step=True, security=security
+                "launcher",
+                launcher_container,
+                copy.deepcopy(shm_volume) if rdma else None,
+                trainer_step=True,
+                security=security,
             ),
             "dependsOn": [{"name": "node", "status": "Ready"}],
         },
@@ -176,6 +179,19 @@ def trainjob(
         },
     }
     return [training_runtime, job]
+
+
+def _on_rdma(container: dict, rdma: Mapping[str, int], shm_mount: dict) -> None:
+    """F3: the cluster's RDMA device resource (requested and limited), IPC_LOCK (registering
+    memory with the HCA pins it) and /dev/shm (NCCL's shared memory between local ranks)."""
+    resources = container.setdefault("resources", {})
+    for kind in ("requests", "limits"):
+        resources.setdefault(kind, {}).update(rdma)
+    security = container.setdefault("securityContext", {})
+    security["capabilities"] = {"add": ["IPC_LOCK"]}
+    mounts = container.setdefault("volumeMounts", [])
+    if shm_mount not in mounts:
+        mounts.append(copy.deepcopy(shm_mount))
 
 
 def _replicated_job(

@@ -18,6 +18,14 @@ PRODUCTION_MCA = (
     ("orte_abort_on_non_zero_status", "1"),  # L10
 )
 GPU_ENV = ("NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=eth0", "NCCL_IB_DISABLE=1")  # L8
+# F1-F4: on an RDMA cluster Open MPI runs over UCX (its one-sided too) and NCCL over IB; only
+# NCCL's bootstrap stays on the pod network. L4 and L5's TCP lines are for TCP clusters.
+RDMA_MCA = (("pml", "ucx"), ("osc", "ucx"))
+RDMA_GPU_ENV = ("NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=eth0")
+# A host without an HCA (a laptop, CI): Open MPI 4.1's UCX PML accepts only RDMA transports
+# unless told otherwise, and UCX then runs over TCP: the same code path, no RDMA.
+UCX_OVER_TCP_MCA = (("pml_ucx_tls", "any"), ("pml_ucx_devices", "any"))
+UCX_OVER_TCP_ENV = ("UCX_TLS=tcp,self",)
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,10 @@ class LaunchRequest:
     # warning (Debian images set none; CUDA images do).
     ld_library_path: bool = True
     openmpi_major: int = 4  # 5: PRRTE's option and parameter names (K3)
+    fabric: str = "tcp"  # tcp | rdma (F1)
+    net_devices: str | None = None  # rdma: the HCA ports, e.g. mlx5_0:1 (UCX_NET_DEVICES)
+    over_tcp: bool = False  # rdma without an HCA: UCX over its TCP transport (smoke)
+    extra_mca: tuple[tuple[str, str], ...] = ()  # appended as given (smoke's verbosity)
 
 
 @dataclass(frozen=True)
@@ -68,7 +80,19 @@ def recommend(req: LaunchRequest) -> LaunchLine:
     if not five:
         argv += ["-map-by", "slot"]  # L7
     notes = []
-    mca = list(PRODUCTION_MCA)
+    rdma = req.fabric == "rdma"
+    mca = [m for m in PRODUCTION_MCA if not (rdma and m[0] == "pml")]
+    if rdma:
+        mca[:0] = RDMA_MCA
+        if req.over_tcp:
+            mca += UCX_OVER_TCP_MCA
+            notes.append("UCX over TCP: no HCA here; the same UCX path, without RDMA")
+        elif not req.net_devices:
+            notes.append(
+                "F2: pin the HCA ports with --net-devices (UCX_NET_DEVICES, NCCL_IB_HCA), "
+                "e.g. mlx5_0:1; unpinned, UCX and NCCL pick among all they find"
+            )
+    mca += list(req.extra_mca)
     if req.ssh_port != 22:  # workers' sshd listens elsewhere (e.g. mpi-operator's 2222)
         mca.append(("plm_rsh_args", f"-p {req.ssh_port}"))
     if req.debug:  # L9: the debugging set
@@ -86,10 +110,18 @@ def recommend(req: LaunchRequest) -> LaunchLine:
     argv += ["-x", "PATH"]  # L8
     if req.ld_library_path:
         argv += ["-x", "LD_LIBRARY_PATH"]
+    if rdma and req.over_tcp:
+        for item in UCX_OVER_TCP_ENV:
+            argv += ["-x", item]
+    if rdma and req.net_devices:
+        argv += ["-x", f"UCX_NET_DEVICES={req.net_devices}"]
     if req.gpu:
         nccl = [
-            ("NCCL_DEBUG=INFO" if req.debug and e.startswith("NCCL_DEBUG") else e) for e in GPU_ENV
+            ("NCCL_DEBUG=INFO" if req.debug and e.startswith("NCCL_DEBUG") else e)
+            for e in (RDMA_GPU_ENV if rdma else GPU_ENV)
         ]
+        if rdma and req.net_devices:
+            nccl.append(f"NCCL_IB_HCA={req.net_devices}")
         for item in nccl:
             argv += ["-x", item]
     for var in req.env:

@@ -20,7 +20,7 @@ from imagekit.datafiles import data_text
 from imagekit.engine.client import KEEPALIVE, Container, Engine, Log, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
 from imagekit.grammar import size_in_bytes
-from imagekit.labels import SMOKE_LABEL
+from imagekit.labels import FABRIC_LABEL, SMOKE_LABEL
 from imagekit.ompi import OPERATOR_HOSTFILE, openmpi_major
 from imagekit.operators import WORKER_COMMAND
 from imagekit.requirements import with_symptoms
@@ -54,6 +54,10 @@ class SmokeOptions:
     # (DS_ACCELERATOR=cpu runs a GPU image's MPI half on a host without GPUs).
     env: tuple[tuple[str, str], ...] = ()
     gpus: str | None = None  # all | N, on every worker (the NVIDIA container runtime's)
+    # F1: rdma runs the default line over Open MPI's UCX PML (UCX over TCP: no HCA here) and
+    # proves from Open MPI's own selection output that every rank used it. None: the image's
+    # io.imagekit.fabric label, else tcp.
+    fabric: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ def default_command(
 ) -> list[str]:
     """The recommended launch line (`imagekit mpirun`, L1-L14) running the built-in probe.
     The launcher's own `timeout` bounds the run a little before mpirun's -timeout would."""
+    rdma = options.fabric == "rdma"
     request = LaunchRequest(
         workers=len(top.workers),
         slots=top.slots,
@@ -96,8 +101,39 @@ def default_command(
         ld_library_path="LD_LIBRARY_PATH" in env,
         openmpi_major=openmpi_major,
         env=tuple(name for name, _ in options.env),
+        fabric="rdma" if rdma else "tcp",
+        over_tcp=rdma,
+        extra_mca=(PML_VERBOSE,) if rdma else (),
     )
     return recommend(request).argv
+
+
+# Open MPI names the PML each process selected at this verbosity; with --tag-output each line
+# carries its rank: `[1,3]<stderr>:[host:pid] select: component ucx selected`.
+PML_VERBOSE = ("pml_base_verbose", "10")
+PML_SELECTED = re.compile(r"\[\d+,(\d+)\]<\w+>:.*\bselect: component (\w+) selected")
+
+
+def pml_selected(output: str) -> dict[int, str]:
+    return {int(rank): pml for rank, pml in PML_SELECTED.findall(output)}
+
+
+def pml_problems(selected: dict[int, str], ranks: int) -> list[str]:
+    """F1: every rank ran over UCX; a rank on ob1 is a job that silently left the fabric."""
+    problems = [
+        f"rank {rank} selected the {pml} PML, not ucx: it ran over TCP, off the RDMA fabric"
+        for rank, pml in sorted(selected.items())
+        if pml != "ucx"
+    ]
+    unseen = sorted(set(range(ranks)) - set(selected))
+    if unseen:
+        problems.append(f"no PML selection seen for ranks {unseen} (pml_base_verbose output)")
+    return problems
+
+
+def declared_fabric(config: dict) -> str:
+    """The fabric an imagekit image declares (io.imagekit.fabric); tcp when it says none."""
+    return "rdma" if (config.get("Labels") or {}).get(FABRIC_LABEL) == "rdma" else "tcp"
 
 
 @dataclass
@@ -120,6 +156,7 @@ class SmokeResult:
     timings: dict[str, float] = field(default_factory=dict)
     exit_code: int | None = None
     output: list[str] = field(default_factory=list)
+    pml: dict[int, str] = field(default_factory=dict)  # rank -> the PML it selected (rdma)
 
 
 # -- the seed's FAQ, as evidence patterns ------------------------------------------------------
@@ -236,7 +273,11 @@ def smoke(
     engine = engine or Engine.connect()
     info = engine.inspect_image(image)
     env = dict(item.split("=", 1) for item in info["Config"].get("Env") or [] if "=" in item)
-    options = replace(options, port=options.port or declared_port(info["Config"]))
+    options = replace(
+        options,
+        port=options.port or declared_port(info["Config"]),
+        fabric=options.fabric or declared_fabric(info["Config"]),
+    )
     run_as = _user_ids(engine, image, options.user)
     job = f"imagekit-smoke-{uuid.uuid4().hex[:8]}"
     top = topology(job, options.workers, options.slots, options.operator)
@@ -509,6 +550,9 @@ def _verify(result: SmokeResult, logs: str, reached: list[str], uid: int | None 
         wrong = [r.rank for r in result.ranks if uid is not None and r.uid not in (None, uid)]
         if wrong:
             result.problems.append(f"ranks {wrong} ran as another uid than {uid}")
+    if "pml_base_verbose" in result.command:  # the rdma line: which PML carried the job
+        result.pml = pml_selected(output)
+        result.problems.extend(pml_problems(result.pml, len(top.workers) * top.slots))
     if result.problems:
         result.problems.extend(diagnose(output, logs))
     result.passed = not result.problems

@@ -25,6 +25,7 @@ CPU_RECIPE = RECIPES / "deepspeed-cpu.yaml"
 OMPI5_RECIPE = RECIPES / "deepspeed-cpu-ompi5.yaml"
 NONROOT_RECIPE = RECIPES / "deepspeed-cpu-nonroot.yaml"
 OMPI5_NONROOT_RECIPE = RECIPES / "deepspeed-cpu-ompi5-nonroot.yaml"
+RDMA_RECIPE = RECIPES / "deepspeed-cpu-rdma.yaml"
 
 
 def pytest_collection_modifyitems(items):
@@ -175,6 +176,12 @@ def cpu_image(engine) -> BuiltImage:
 def ompi5_image(engine) -> BuiltImage:
     """recipes/deepspeed-cpu-ompi5.yaml (Debian 13, Open MPI 5.0.7), built for real once."""
     return build_for_real(engine, OMPI5_RECIPE)
+
+
+@pytest.fixture(scope="session")
+def rdma_image(engine) -> BuiltImage:
+    """recipes/deepspeed-cpu-rdma.yaml (Open MPI 4 + UCX + rdma-core), built for real once."""
+    return build_for_real(engine, RDMA_RECIPE)
 
 
 @pytest.fixture(scope="session")

@@ -321,6 +321,32 @@ def test_hostile_mpijob_flags_are_refused(capsys, flags, expected):
     assert expected in err
 
 
+@pytest.mark.parametrize(
+    "command, flags",
+    [
+        ("mpijob", ["--rdma", "rdma/hca=1\nx: y"]),
+        ("mpijob", ["--rdma", "rdma/hca=0"]),
+        ("mpijob", ["--rdma", "rdma/hca=1e9"]),
+        ("mpijob", ["--rdma", "$(id)=1"]),
+        ("mpijob", ["--rdma", "a" * 400 + "=1"]),
+        ("mpirun", ["--net-devices", "mlx5_0:1;reboot"]),
+        ("mpirun", ["--net-devices", "mlx5_0:1\n"]),
+        ("mpirun", ["--fabric", "infiniband"]),
+        ("lint-cmd", ["--fabric", "rdma\n"]),
+    ],
+)
+def test_hostile_fabric_flags_are_one_line_usage_errors(capsys, command, flags):
+    shape = {
+        "mpijob": [CPU, "--name", "e1", "--workers", "2", "--slots", "1"],
+        "mpirun": ["--workers", "2", "--slots", "1"],
+        "lint-cmd": ["mpirun -np 2 x"],
+    }[command]
+    tail = [] if command == "lint-cmd" else ["--", "x"]
+    code, out, err = run(capsys, command, *shape, *flags, *tail)
+    assert code == 2 and "Invalid value for" in err and "Traceback" not in err, err
+    assert out == ""
+
+
 @pytest.mark.parametrize("size", ["1m", "lots", "16g\n", "9" * 40, "9" * 20 + "p"])
 def test_build_memory_is_a_size_of_at_least_64_mib(capsys, size):
     code, _, err = run(capsys, "build", CPU, "--dry-run", "--memory", size)

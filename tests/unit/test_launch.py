@@ -368,6 +368,7 @@ TRAINER_CONTAINER = {
     "command": [str],
     "args": [str],
     "readinessProbe": {"tcpSocket": {"port": int}, "initialDelaySeconds": int},
+    "resources": {"limits": dict, "requests": dict},
     "volumeMounts": [{"name": str, "mountPath": str}],
     "securityContext": dict,
 }
