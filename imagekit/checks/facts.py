@@ -191,7 +191,8 @@ def start_sshd(host, ctx, settings: dict[str, str] | None) -> Sshd:
 _REMOTE_PROBE = (
     "echo imagekit-login-ok; "
     'for c in orted prted python3; do printf "%s=%s\\n" "$c" "$(command -v "$c")"; done; '
-    'printf "LD_LIBRARY_PATH=%s\\n" "$LD_LIBRARY_PATH"'
+    'printf "LD_LIBRARY_PATH=%s\\n" "$LD_LIBRARY_PATH"; '
+    'printf "memlock=%s\\n" "$(ulimit -l)"'  # F3: what a rank started over ssh may pin
 )
 
 

@@ -340,17 +340,24 @@ def mounted_keys(ctx: CheckContext, host: Any) -> Path:
 def start_mounted(ctx: CheckContext, secret: Path):
     """A second container with the key pair mounted read-only where the profile's operator
     mounts its Secret (/root/.ssh, or e.g. /home/mpiuser/.ssh)."""
-    return ctx.engine.container(
-        ctx.image_id, user="0", volumes={str(secret): ctx.profile.key_dir}, **ctx.keepalive()
-    )
+    return ctx.engine.container(ctx.image_id, **_mounted_options(ctx, secret))
 
 
 def start_mounted_for_run(ctx: CheckContext, secret: Path) -> Container:
     """`start_mounted`, kept until the run ends (its label cleanup removes it), for checks
     that share one such container."""
-    return ctx.engine.start_container(
-        ctx.image_id, user="0", volumes={str(secret): ctx.profile.key_dir}, **ctx.keepalive()
-    )
+    return ctx.engine.start_container(ctx.image_id, **_mounted_options(ctx, secret))
+
+
+def _mounted_options(ctx: CheckContext, secret: Path) -> dict[str, Any]:
+    """As an operator's pod: the Secret at the key directory; on an RDMA cluster's node the
+    runtime's unlimited locked memory (F3: what a rank gets then is the image's doing)."""
+    return {
+        "user": "0",
+        "volumes": {str(secret): ctx.profile.key_dir},
+        "memlock_unlimited": ctx.profile.fabric == "rdma",
+        **ctx.keepalive(),
+    }
 
 
 def testinfra_host(container: Container, user: str = "root") -> Any:

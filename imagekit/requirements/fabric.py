@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from imagekit.labels import FABRIC_LABEL, FABRIC_PROVIDERS_LABEL, FABRIC_UCX_LABEL
-from imagekit.requirements.base import EnvRequirement, Judgement, ProbedRequirement
+from imagekit.requirements.base import EnvRequirement, Judgement, ProbedRequirement, Requirement
 
 if TYPE_CHECKING:
     from imagekit.profiles import Profile
@@ -249,9 +249,52 @@ class UcxPml(FabricProbed):
         return Judgement("pass", f"pml ucx; libuct_ib; transports here: {', '.join(seen)}")
 
 
-FABRIC: tuple[type[EnvRequirement | ProbedRequirement], ...] = (
+class LockedMemory(Requirement):
+    """F3: registering memory with an HCA pins it, so a rank needs an unlimited locked-memory
+    limit. The pod's runtime gives one (with IPC_LOCK); a rank started through sshd gets what
+    sshd and PAM leave of it (limits.conf can lower it). A live proof: the check logs in over
+    ssh, as mpirun does, in a container with the runtime's unlimited limit, and reads
+    `ulimit -l` (checks_ssh.py)."""
+
+    check_id = "locked-memory"
+    requirement = "F3"
+    title = "a rank started through sshd may lock unlimited memory (RDMA registration)"
+    fix = (
+        "do not lower memlock for ssh sessions (/etc/security/limits.conf, limits.d: "
+        "`* - memlock unlimited`); give pods IPC_LOCK (`imagekit mpijob --rdma`)"
+    )
+    source = "ssh-login"
+    profiles = "judged under profiles with `fabric: rdma`; skipped under `fabric: tcp`"
+    symptom = (
+        r"(?i)(couldn't|could not|cannot|unable to|failed to) (allocate|lock|pin|register)"
+        r"[^\n]{0,40}(memory|MR\b)|ibv_reg_mr"
+    )
+    diagnosis = (
+        "F3: ranks cannot pin memory for RDMA: the locked-memory limit a rank gets through "
+        "sshd is too low (ulimit -l over ssh; IPC_LOCK, limits.conf memlock unlimited)"
+    )
+
+    @classmethod
+    def skip_reason(cls, profile: Profile) -> str | None:
+        if profile.fabric == "rdma":
+            return None
+        return f"profile {profile.name or 'file'}: fabric {profile.fabric} (F3 is for RDMA)"
+
+    @classmethod
+    def judge(cls, limit: str) -> Judgement:
+        """`limit`: what `ulimit -l` printed in an ssh session (KiB, or unlimited)."""
+        if limit == "unlimited":
+            return Judgement("pass", "ulimit -l over ssh: unlimited")
+        shown = f"{limit} KiB" if limit.isdigit() else (limit or "nothing")
+        return Judgement(
+            "fail", f"ulimit -l over ssh: {shown}: registering RDMA memory fails past it"
+        )
+
+
+FABRIC: tuple[type[Requirement], ...] = (
     VerbsLoads,
     ProvidersRegistered,
     UcxPml,
+    LockedMemory,
     FabricKeptOn,
 )

@@ -60,7 +60,13 @@ def test_an_image_that_turns_rdma_off_fails_under_rdma_and_adapt_fixes_it(
     assert code == 0 and not failing(report), output
 
 
-FABRIC_CHECKS = {"verbs-library", "verbs-providers", "ucx-pml", "fabric-not-turned-off"}
+FABRIC_CHECKS = {
+    "verbs-library",
+    "verbs-providers",
+    "ucx-pml",
+    "locked-memory",
+    "fabric-not-turned-off",
+}
 
 
 def test_the_rdma_recipe_passes_the_fabric_section_and_smoke_runs_through_ucx(
@@ -108,6 +114,11 @@ BROKEN_FABRIC = {
     "no-libibverbs": (f"RUN rm -f {LIB}/libibverbs.so.1*", {"verbs-library"}),
     "ib-disabled-in-env": ("ENV NCCL_IB_DISABLE=1", {"fabric-not-turned-off"}),
     "no-ucx-pml": (f"RUN rm {LIB}/openmpi/lib/openmpi3/mca_pml_ucx.so", {"ucx-pml"}),
+    # pam_limits lowers what root's ssh sessions may lock (`*` never matches root).
+    "memlock-lowered": (
+        "RUN printf 'root soft memlock 64\\nroot hard memlock 64\\n' >> /etc/security/limits.conf",
+        {"locked-memory"},
+    ),
 }
 
 

@@ -258,3 +258,17 @@ def test_trainjob_on_rdma_asks_for_the_device_on_nodes_and_launcher():
         assert container["resources"]["limits"]["rdma/hca_shared_devices_a"] == 1
         assert container["securityContext"]["capabilities"] == {"add": ["IPC_LOCK"]}
         assert pod["volumes"][0]["name"] == "dshm"
+
+
+def test_locked_memory_is_judged_on_rdma_and_named_in_smoke_diagnoses():
+    from imagekit.requirements.fabric import LockedMemory
+    from imagekit.run.smoke import diagnose
+
+    assert LockedMemory.judge("unlimited").passed
+    judgement = LockedMemory.judge("8192")
+    assert judgement.failed and "8192 KiB" in judgement.evidence
+    assert LockedMemory.judge("").failed
+    assert LockedMemory.skip_reason(SEED) and LockedMemory.skip_reason(SEED_RDMA) is None
+    line = "[1,0]<stderr>:mlx5: w0: couldn't allocate MR: Cannot allocate memory"
+    (found,) = diagnose(f"noise\n{line}\n")
+    assert found.startswith("F3: ranks cannot pin memory")

@@ -18,7 +18,7 @@ from imagekit.checks.facts import (
     ssh_client_settings,
     sshd_binary,
 )
-from imagekit.requirements import SettingsRequirement, ssh
+from imagekit.requirements import SettingsRequirement, fabric, ssh
 
 # -- R4, R5, R3: sshd and its effective settings ---------------------------------------------
 
@@ -239,3 +239,27 @@ def check_remote_environment(ctx, host, sshd, effective_sshd):
         if d and d not in session_libs
     ]
     expect(not lost, f"in a non-interactive ssh session: {'; '.join(lost)} not found")
+
+
+# -- F3: what a rank started over ssh may lock -------------------------------------------------
+
+
+@check(
+    fabric.LockedMemory.check_id,
+    fabric.LockedMemory.requirement,
+    fabric.LockedMemory.title,
+    fix=fabric.LockedMemory.fix,
+    varies=fabric.LockedMemory.profiles,
+)
+def check_locked_memory(ctx, host, sshd, effective_sshd):
+    skip = fabric.LockedMemory.skip_reason(ctx.profile)
+    if skip:
+        pytest.skip(skip)
+    if not sshd.running:
+        pytest.skip("sshd is not running (see sshd-start)")
+    _need_ssh_client(ctx, host)
+    started, result = mounted_session(ctx, host, sshd, effective_sshd)
+    if result is None or result.rc != 0 or "imagekit-login-ok" not in result.stdout:
+        pytest.skip("no ssh login with a mounted key (see ssh-login-mounted-key)")
+    seen = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+    expect_judgement(fabric.LockedMemory.judge(seen.get("memlock", "").strip()))
