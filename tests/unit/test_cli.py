@@ -261,18 +261,15 @@ def test_lazy_console_prints_markup_once_asked():
     assert console.export_text() == "ok [not markup]\n"
 
 
-def test_readme_exit_code_table_is_errors_py():
-    """Every exit code an error class (or a signal) can produce is in the README's table,
-    and the table lists no code that nothing produces."""
+def test_the_exit_code_reference_lists_every_code_errors_py_produces():
+    """The exit-code page is generated from errors.py: every code an error class (or a
+    signal) can produce is a row, and no row names a code nothing produces."""
     import re
 
     from imagekit import errors
+    from imagekit.cli.reference import exit_codes_table
 
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
-    listed = set()
-    for cell in re.findall(r"^\| ([\d, ]+) \|", section, flags=re.M):
-        listed.update(int(code) for code in cell.split(","))
+    listed = {int(code) for code in re.findall(r"^\| (\d+) \|", exit_codes_table(), flags=re.M)}
     produced = set(errors.EXIT_CODES.values())
     produced.update(
         cls.exit_code
@@ -284,30 +281,35 @@ def test_readme_exit_code_table_is_errors_py():
     assert listed == produced
 
 
-def test_readme_check_table_is_the_generated_reference(capsys):
-    """The README's check table is `imagekit requirements`' output, between its markers
-    (IMAGEKIT_UPDATE_GOLDENS=1 rewrites it), and lists every check the suite runs."""
-    import os
+def test_the_docs_reference_pages_take_their_tables_from_the_code(capsys):
+    """Each generated page holds only its marker (docs/hooks.py fills it at build time), every
+    check of the suite is in the checks table, and `imagekit requirements` prints that table."""
+    from imagekit.checks.catalog import catalog
+    from imagekit.cli.reference import TABLES, checks_table
 
-    from imagekit.checks.catalog import catalog, markdown_table
-
+    pages = {
+        "requirements.md": "checks",
+        "exit-codes.md": "exit-codes",
+        "profiles.md": "profiles",
+        "recipes.md": "recipe-fields",
+    }
+    for page, table in pages.items():
+        text = (ROOT / "docs" / "reference" / page).read_text()
+        assert f"<!-- generated: {table} -->" in text, page
+        if page != "recipes.md":  # that page also lists the shipped recipes by hand
+            assert "| --- |" not in text, f"{page} holds a hand-written table"
     entries = catalog()
     assert len(entries) > 20
-    assert {"strictmodes", "fabric-not-turned-off", "credentials-in-config"} <= {
-        e.id for e in entries
+    generated = checks_table()
+    for check_id in ("strictmodes", "fabric-not-turned-off", "locked-memory", "verbs-library"):
+        assert f"| `{check_id}` |" in generated
+    assert {e.id for e in entries} <= {
+        line.split("`")[1] for line in generated.splitlines() if line.startswith("| `")
     }
-    begin, end = "<!-- imagekit requirements: begin -->\n", "<!-- imagekit requirements: end -->"
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    head, rest = text.split(begin, 1)
-    table, tail = rest.split(end, 1)
-    generated = markdown_table(entries)
-    if os.environ.get("IMAGEKIT_UPDATE_GOLDENS"):
-        readme.write_text(head + begin + generated + end + tail)
-        table = generated
-    assert table == generated
     code, out, _ = run(capsys, "requirements")
     assert (code, out) == (0, generated)
+    assert "| `network.fabric` |" in TABLES["recipe-fields"]()
+    assert "| `seed-rdma` |" in TABLES["profiles"]()
 
 
 @pytest.mark.parametrize(
