@@ -28,7 +28,7 @@ from imagekit.errors import (
 from imagekit.files import write_json_atomic
 from imagekit.grammar import REF_COMPONENT, REF_TAG
 
-RECORD_SCHEMA = "imagekit.image.publish-record/v1"
+RECORD_SCHEMA = "imagekit.publish-record/v1"
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ def test_publish_then_pull_by_digest(engine, mini, tmp_path):
         )
         assert result.returncode == 0, result.stderr[-2000:]
         record = json.loads(record_path.read_text())
-        assert record["schema"] == "imagekit.image.publish-record/v1"
+        assert record["schema"] == "imagekit.publish-record/v1"
         assert record["repository"] == f"{reg.host}/team/mini"
         assert record["version_tags"] == ["latest"] and record["moving_tags"] == ["stable"]
         assert record["check_passed"] is True and record["digest"].startswith("sha256:")
