@@ -71,3 +71,46 @@ def test_wheel_holds_the_check_suite_and_templates(wheel):
     assert "imagekit-0.1.0.dist-info/entry_points.txt" in {
         n for n in names if n.endswith("entry_points.txt")
     }
+
+
+def test_git_tracks_every_file_of_the_package():
+    """A clean clone is what CI and users build from: no package file may be ignored by git
+    (`.gitignore`'s `build/` once matched imagekit/build/ and left its new modules out)."""
+    result = subprocess.run(
+        ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "imagekit"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    ignored = [
+        name
+        for name in result.stdout.splitlines()
+        if "__pycache__" not in name and not name.endswith(".pyc")
+    ]
+    assert result.returncode == 0 and ignored == []
+
+
+def test_twine_accepts_the_sdist_and_the_wheel(tmp_path):
+    """What PyPI would take: metadata, long description (the README) and file names."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(ROOT / "pyproject.toml", src)
+    shutil.copy(ROOT / "README.md", src)
+    shutil.copytree(PACKAGE, src / "imagekit", ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "dist"
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    files = sorted(str(p) for p in out.iterdir())
+    assert len(files) == 2  # the sdist and the wheel
+    checked = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *files],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
