@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 from imagekit import workdirs
+from imagekit.build.plan import BootstrapSpec, Plan
 from imagekit.engine.client import Engine, Message, Reporter
 from imagekit.errors import BootstrapError, ImageNotFoundError
-from imagekit.build.plan import BootstrapSpec, Plan
 
 
 def mmdebstrap_command(spec: BootstrapSpec, tarball: Path) -> list[str]:

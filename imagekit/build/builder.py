@@ -18,16 +18,16 @@ from imagekit import grammar, workdirs
 from imagekit.build.aptauth import build_through_mirror, parse_mirror
 from imagekit.build.aptauth import display as display_url  # credentials masked
 from imagekit.build.base import base_content_digest, ensure_base
+from imagekit.build.lockfile import LockState, locked_plan
+from imagekit.build.normalize import Normalized, normalize_image
+from imagekit.build.plan import Plan
+from imagekit.build.render import ContextOptions, render_context, write_context
 from imagekit.credentials import find as find_credentials
 from imagekit.credentials import secret_name
 from imagekit.datafiles import UserYamlError, read_user_text
 from imagekit.engine.client import Engine, Message, Reporter
 from imagekit.errors import BuildError, LockError, UsageError
 from imagekit.recipe.loader import load_recipe
-from imagekit.build.lockfile import LockState, locked_plan
-from imagekit.build.normalize import Normalized, normalize_image
-from imagekit.build.plan import Plan
-from imagekit.build.render import ContextOptions, render_context, write_context
 
 
 @dataclass(frozen=True)

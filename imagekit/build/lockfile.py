@@ -23,12 +23,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from imagekit import grammar
-
-from imagekit import schema_errors
+from imagekit import grammar, schema_errors
+from imagekit.build.plan import AptStage, Plan, make_plan
 from imagekit.datafiles import UserYamlError, read_user_yaml
 from imagekit.errors import LockError
-from imagekit.build.plan import AptStage, Plan, make_plan
 from imagekit.recipe.model import LoadedRecipe
 
 LOCK_VERSION = 1

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from imagekit.recipe.compat import rules_data
 from imagekit.labels import (
     FABRIC_LABEL,
     FABRIC_PROVIDERS_LABEL,
@@ -20,6 +19,7 @@ from imagekit.labels import (
     LABEL_PREFIX,
 )
 from imagekit.ompi import OMPI5_MCA_RENAMES, OPERATOR_HOSTFILE
+from imagekit.recipe.compat import rules_data
 from imagekit.recipe.model import LoadedRecipe, Recipe
 
 # Packages every image needs for R2-R11, by requirement.

@@ -16,13 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from imagekit.errors import RecipeError, StaleRenderError
-from imagekit.files import TREE_MARKER, write_tree
-from imagekit.grammar import control_characters
-from imagekit.build.validate import validate
 from imagekit.build.lockfile import lock_path
-from imagekit.ompi import OPERATOR_HOSTFILE
-from imagekit.paths import cache_dir
 from imagekit.build.plan import (
     BUILD_DIR,
     STAGE_ROOT,
@@ -30,6 +24,12 @@ from imagekit.build.plan import (
     Plan,
     session_env_names,
 )
+from imagekit.build.validate import validate
+from imagekit.errors import RecipeError, StaleRenderError
+from imagekit.files import TREE_MARKER, write_tree
+from imagekit.grammar import control_characters
+from imagekit.ompi import OPERATOR_HOSTFILE
+from imagekit.paths import cache_dir
 
 BUILD_SUBDIR = "imagekit-build"
 KEYS_SUBDIR = "imagekit-keys"

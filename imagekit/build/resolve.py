@@ -20,11 +20,6 @@ from imagekit import workdirs
 from imagekit.build.aptauth import apt_build_args, build_through_mirror, explain_untrusted
 from imagekit.build.base import base_content_digest, ensure_base
 from imagekit.build.builder import BuildInputs, check_inputs, context_options
-from imagekit.engine.client import Engine, Message, Reporter
-from imagekit.errors import BuildError, ImagekitError, LockError
-from imagekit.files import sha256_file, write_text_atomic
-from imagekit.labels import LOCK_LABEL
-from imagekit.recipe.loader import load_recipe
 from imagekit.build.lockfile import (
     Lock,
     LockedBase,
@@ -46,8 +41,13 @@ from imagekit.build.lockfile import (
     unhashed_files,
 )
 from imagekit.build.plan import Plan, make_plan
-from imagekit.recipe.model import LoadedRecipe
 from imagekit.build.render import render_context, write_context
+from imagekit.engine.client import Engine, Message, Reporter
+from imagekit.errors import BuildError, ImagekitError, LockError
+from imagekit.files import sha256_file, write_text_atomic
+from imagekit.labels import LOCK_LABEL
+from imagekit.recipe.loader import load_recipe
+from imagekit.recipe.model import LoadedRecipe
 
 REPORT = "/tmp/imagekit-pip-report.json"
 
