@@ -180,6 +180,10 @@ class Plan:
     # as installed ops that import without nvcc, instead of a JIT load at build time.
     cuda_source: str | None = None
     fabric: str = "tcp"  # network.fabric (F1): tcp | rdma
+    # rdma: one apt stage and Open MPI's RDMA defaults in the final image, over the layers the
+    # recipe's TCP image has (an rdma variant shares them all: one layer more).
+    fabric_packages: tuple[str, ...] = ()
+    fabric_mca: tuple[tuple[str, str, str], ...] = ()
     ds_build_env: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -211,6 +215,9 @@ class Plan:
             stages.append(AptStage("cuda-toolkit", CUDA_TOOLKIT_PACKAGES, "python"))
         if self.apt_extras:
             stages.append(AptStage("image", self.apt_extras, "python"))
+        if self.fabric_packages:
+            below = "image" if self.apt_extras else "python"
+            stages.append(AptStage("fabric", self.fabric_packages, below))
         return tuple(stages)
 
     def apt_install(self, stage: str) -> tuple[str, ...]:
@@ -248,7 +255,9 @@ def make_plan(loaded: LoadedRecipe) -> Plan:
         system_packages=SYSTEM_PACKAGES,
         python_packages=_python_packages(r),
         python_ppa="ppa:deadsnakes/ppa" if r.python.source == "deadsnakes" else None,
-        openmpi_packages=OPENMPI_DISTRO_PACKAGES + _fabric_packages(r) if tarball is None else (),
+        openmpi_packages=OPENMPI_DISTRO_PACKAGES if tarball is None else (),
+        fabric_packages=_fabric_packages(r),
+        fabric_mca=_fabric_mca(r, ompi_major),
         openmpi_tarball=tarball,
         pip_steps=_pip_steps(r),
         torch_index_url=r.torch.index_url,
@@ -308,12 +317,19 @@ McaLines = tuple[tuple[str, str, str], ...]
 
 
 def _mca(r: Recipe, ompi_major: int) -> tuple[McaLines, McaLines]:
+    return mca_files(r.mpi.mca, ompi_major)
+
+
+def _fabric_mca(r: Recipe, ompi_major: int) -> McaLines:
+    """rdma: Open MPI's defaults in the final image, replacing the TCP image's file. F4: no
+    pml unless the recipe names one: Open MPI selects ucx where RDMA is and ob1 elsewhere,
+    and an RDMA launch line asks for ucx by name (`imagekit mpirun --fabric rdma`)."""
+    if r.network.fabric != "rdma":
+        return ()
     mca = dict(r.mpi.mca)
-    if r.network.fabric == "rdma" and "mca" not in r.mpi.model_fields_set:
-        # F4: no pml by default: Open MPI selects ucx where RDMA is and ob1 elsewhere; an
-        # RDMA launch line asks for ucx by name (`imagekit mpirun --fabric rdma`).
+    if "mca" not in r.mpi.model_fields_set:
         mca.pop("pml", None)
-    return mca_files(mca, ompi_major)
+    return mca_files(mca, ompi_major)[0]
 
 
 def mca_files(mca: Mapping[str, object], ompi_major: int) -> tuple[McaLines, McaLines]:

@@ -218,6 +218,10 @@ def render_context(
         )
     if plan.prebuild_ops:
         rendered["imagekit/ninja-normalize.py"] = env.get_template("ninja-normalize.py").render()
+    if plan.fabric_packages:  # the rdma file: the same template over the fabric's parameters
+        rendered["imagekit/openmpi-mca-params.fabric.conf"] = env.get_template(
+            "openmpi-mca-params.conf.j2"
+        ).render({**values, "mca": plan.fabric_mca})
     if plan.prte_conf_path:
         rendered["imagekit/prte-mca-params.conf"] = env.get_template(
             "prte-mca-params.conf.j2"

@@ -51,12 +51,16 @@ def _recipe(tmp_path, network: str, mca: str = ""):
 
 def test_the_rdma_recipe_plans_its_packages_labels_and_no_ob1_default():
     plan = make_plan(load_recipe(RDMA_RECIPE))
-    openmpi = next(s for s in plan.apt_stages if s.name == "openmpi").packages
-    assert set(FABRIC_PACKAGES + UCX_PACKAGES) <= set(openmpi)
+    tcp = make_plan(load_recipe(RECIPES / "deepspeed-cpu.yaml"))
+    fabric = next(s for s in plan.apt_stages if s.name == "fabric")
+    assert fabric.packages == FABRIC_PACKAGES + UCX_PACKAGES and fabric.after == "python"
+    # One layer over the TCP image's: every stage below is the same as deepspeed-cpu's.
+    assert plan.apt_stages[:-1] == tcp.apt_stages and plan.mca == tcp.mca
     assert plan.labels["io.imagekit.fabric"] == "rdma"
     assert plan.labels["io.imagekit.fabric.providers"] == "mlx5,rxe"
     assert plan.labels["io.imagekit.fabric.ucx"] == "true"
-    assert "pml" not in {name for name, _, _ in plan.mca}  # Open MPI picks ucx where RDMA is
+    assert "pml" not in {name for name, _, _ in plan.fabric_mca}  # Open MPI picks ucx where RDMA is
+    assert {n for n, _, _ in plan.fabric_mca} == {n for n, _, _ in tcp.mca} - {"pml"}
     assert plan.fabric == "rdma"
 
 
@@ -65,7 +69,7 @@ def test_a_tcp_recipe_is_as_before_digest_included():
     plan = make_plan(loaded)
     assert plan.fabric == "tcp" and "io.imagekit.fabric" not in plan.labels
     assert ("pml", "ob1") in {(name, value) for name, value, _ in plan.mca}
-    assert not set(FABRIC_PACKAGES) & set(plan.openmpi_packages)
+    assert plan.fabric_packages == () and plan.fabric_mca == ()
     # The network section at its default leaves the digest (in locks and labels) alone.
     committed = (RECIPES.parent / "dockerfiles" / "deepspeed-cpu" / "Dockerfile").read_text()
     assert f'io.imagekit.recipe-sha256="{loaded.sha256}"' in committed
