@@ -350,14 +350,8 @@ def start_mounted_for_run(ctx: CheckContext, secret: Path) -> Container:
 
 
 def _mounted_options(ctx: CheckContext, secret: Path) -> dict[str, Any]:
-    """As an operator's pod: the Secret at the key directory; on an RDMA cluster's node the
-    runtime's unlimited locked memory (F3: what a rank gets then is the image's doing)."""
-    return {
-        "user": "0",
-        "volumes": {str(secret): ctx.profile.key_dir},
-        "memlock_unlimited": ctx.profile.fabric == "rdma",
-        **ctx.keepalive(),
-    }
+    """As an operator's pod: the Secret at the key directory."""
+    return {"user": "0", "volumes": {str(secret): ctx.profile.key_dir}, **ctx.keepalive()}
 
 
 def testinfra_host(container: Container, user: str = "root") -> Any:

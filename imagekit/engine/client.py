@@ -404,11 +404,9 @@ class Engine:
         user: str | None = None,
         shm_size: int | None = None,  # bytes
         gpus: str | None = None,
-        memlock_unlimited: bool = False,
     ) -> Container:
         """A created (not started) container. `aliases` are extra DNS names on `network`;
-        `gpus`: all or a count, as `docker run --gpus` (needs the NVIDIA container runtime);
-        `memlock_unlimited`: RLIMIT_MEMLOCK as an RDMA node gives its pods (F3)."""
+        `gpus`: all or a count, as `docker run --gpus` (needs the NVIDIA container runtime)."""
         networking = None
         if network is not None:
             endpoint = self.api.create_endpoint_config(aliases=aliases or None)
@@ -420,9 +418,6 @@ class Engine:
                 shm_size=shm_size,
                 network_mode=network,
                 device_requests=gpu_requests(gpus),
-                ulimits=[docker.types.Ulimit(name="memlock", soft=-1, hard=-1)]
-                if memlock_unlimited
-                else None,
             )
             with signals.deferred():  # an ID we hold is one cleanup can remove
                 created = self.api.create_container(

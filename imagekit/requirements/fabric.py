@@ -251,16 +251,16 @@ class UcxPml(FabricProbed):
 
 class LockedMemory(Requirement):
     """F3: registering memory with an HCA pins it, so a rank needs an unlimited locked-memory
-    limit. The pod's runtime gives one (with IPC_LOCK); a rank started through sshd gets what
-    sshd and PAM leave of it (limits.conf can lower it). A live proof: the check logs in over
-    ssh, as mpirun does, in a container with the runtime's unlimited limit, and reads
-    `ulimit -l` (checks_ssh.py)."""
+    limit. The pod's runtime sets the limit (an RDMA node: unlimited, with IPC_LOCK); a rank
+    started through sshd gets what sshd and PAM leave of it, and an image can lower it there
+    (limits.conf). A live proof: the check logs in over ssh, as mpirun does, and compares
+    that session's `ulimit -l` with the container's own (checks_ssh.py)."""
 
     check_id = "locked-memory"
     requirement = "F3"
-    title = "a rank started through sshd may lock unlimited memory (RDMA registration)"
+    title = "a rank started through sshd may lock as much memory as the pod (RDMA registration)"
     fix = (
-        "do not lower memlock for ssh sessions (/etc/security/limits.conf, limits.d: "
+        "do not lower memlock for ssh sessions (/etc/security/limits.conf, limits.d; "
         "`* - memlock unlimited`); give pods IPC_LOCK (`imagekit mpijob --rdma`)"
     )
     source = "ssh-login"
@@ -281,14 +281,31 @@ class LockedMemory(Requirement):
         return f"profile {profile.name or 'file'}: fabric {profile.fabric} (F3 is for RDMA)"
 
     @classmethod
-    def judge(cls, limit: str) -> Judgement:
-        """`limit`: what `ulimit -l` printed in an ssh session (KiB, or unlimited)."""
-        if limit == "unlimited":
-            return Judgement("pass", "ulimit -l over ssh: unlimited")
-        shown = f"{limit} KiB" if limit.isdigit() else (limit or "nothing")
-        return Judgement(
-            "fail", f"ulimit -l over ssh: {shown}: registering RDMA memory fails past it"
-        )
+    def judge(cls, login: str, runtime: str) -> Judgement:
+        """`login`: `ulimit -l` in an ssh session; `runtime`: in the container itself (KiB,
+        or unlimited). The image's part is the difference; a limited runtime is the node's."""
+        evidence = f"ulimit -l over ssh: {_kib(login)}; in the container: {_kib(runtime)}"
+        if _limit(login) < _limit(runtime):
+            return Judgement("fail", f"{evidence}: the image lowers it for ssh sessions")
+        if _limit(login) != float("inf"):
+            return Judgement(
+                "warn",
+                f"{evidence}: this runtime's limit; an RDMA node's pods need unlimited "
+                "(IPC_LOCK, the runtime's memlock)",
+            )
+        return Judgement("pass", evidence)
+
+
+def _limit(value: str) -> float:
+    value = value.strip()
+    if value == "unlimited":
+        return float("inf")
+    return float(value) if value.isdigit() else -1.0
+
+
+def _kib(value: str) -> str:
+    value = value.strip()
+    return f"{value} KiB" if value.isdigit() else (value or "nothing")
 
 
 FABRIC: tuple[type[Requirement], ...] = (

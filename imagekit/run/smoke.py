@@ -127,7 +127,10 @@ def pml_problems(selected: dict[int, str], ranks: int) -> list[str]:
     ]
     unseen = sorted(set(range(ranks)) - set(selected))
     if unseen:
-        problems.append(f"no PML selection seen for ranks {unseen} (pml_base_verbose output)")
+        problems.append(
+            f"no PML selection seen for ranks {unseen} (pml_base_verbose output; the probe "
+            "initializes MPI through mpi4py: an image without it cannot show its PML)"
+        )
     return problems
 
 

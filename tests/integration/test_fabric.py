@@ -75,7 +75,11 @@ def test_the_rdma_recipe_passes_the_fabric_section_and_smoke_runs_through_ucx(
     code, report, output = check_json(rdma_image.ref, tmp_path, "--profile", "seed-rdma")
     rows = {r["id"]: r for r in report["results"]}
     assert code == 0 and not failing(report), output
-    assert {rows[c]["status"] for c in FABRIC_CHECKS} == {"pass"}, output
+    # locked-memory warns where the runtime itself limits it (this engine: 8 MiB).
+    # Each reports what it judged (info); locked-memory warns where the runtime itself limits
+    # it (this engine: 8 MiB).
+    assert {rows[c]["status"] for c in FABRIC_CHECKS - {"locked-memory"}} == {"info"}, output
+    assert rows["locked-memory"]["status"] in ("pass", "warn"), output
     assert "libuct_ib" in rows["ucx-pml"]["evidence"]
     assert "mlx5, rxe: registered" in rows["verbs-providers"]["evidence"]
     # The image declares its fabric: smoke takes rdma from its label.
@@ -85,14 +89,14 @@ def test_the_rdma_recipe_passes_the_fabric_section_and_smoke_runs_through_ucx(
     assert "PML selected by 4 ranks: ucx" in output
 
 
-def test_smoke_fails_when_the_ranks_fall_back_to_ob1(mini):
+def test_smoke_fails_when_the_ranks_fall_back_to_ob1(rdma_image):
     """A line that keeps ob1 (the seed's TCP line, with Open MPI's selection shown) under
     --fabric rdma: the job runs, and smoke fails it, naming each rank's PML."""
     line = recommend(
         LaunchRequest(2, 1, ("python3", PROBE_PATH), timeout=300, extra_mca=(PML_VERBOSE,))
     ).argv
     result = imagekit(
-        "smoke", mini, "--fabric", "rdma", "--workers", "2", "--slots", "1", "--", *line,
+        "smoke", rdma_image.ref, "--fabric", "rdma", "--workers", "2", "--slots", "1", "--", *line,
         timeout=600,
     )  # fmt: skip
     output = result.stdout + result.stderr

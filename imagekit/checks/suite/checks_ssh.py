@@ -251,7 +251,7 @@ def check_remote_environment(ctx, host, sshd, effective_sshd):
     fix=fabric.LockedMemory.fix,
     varies=fabric.LockedMemory.profiles,
 )
-def check_locked_memory(ctx, host, sshd, effective_sshd):
+def check_locked_memory(ctx, host, sshd, effective_sshd, note):
     skip = fabric.LockedMemory.skip_reason(ctx.profile)
     if skip:
         pytest.skip(skip)
@@ -262,4 +262,5 @@ def check_locked_memory(ctx, host, sshd, effective_sshd):
     if result is None or result.rc != 0 or "imagekit-login-ok" not in result.stdout:
         pytest.skip("no ssh login with a mounted key (see ssh-login-mounted-key)")
     seen = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
-    expect_judgement(fabric.LockedMemory.judge(seen.get("memlock", "").strip()))
+    runtime = host.run("sh -c 'ulimit -l'").stdout.strip()
+    expect_judgement(fabric.LockedMemory.judge(seen.get("memlock", ""), runtime), note)

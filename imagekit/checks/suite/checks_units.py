@@ -42,6 +42,8 @@ def _check_of(unit: type[Requirement]):
         if skip:
             pytest.skip(skip)
         expect_judgement(judgement, note)
+        if judgement.passed:  # what was judged, in the report (the fabric's facts)
+            note("info", judgement.evidence)
 
     judged.__name__ = f"check_{unit.check_id.replace('-', '_')}"
     judged.__doc__ = unit.__doc__
