@@ -1,4 +1,4 @@
-"""One error hierarchy and every exit code, in one place (the README's table is this file).
+"""One error hierarchy and every exit code, in one place (the docs' exit-code page is generated from this file).
 
 The CLI catches ImagekitError once and exits with its code. Verdicts (a check that failed,
 a smoke run whose ranks landed wrong, a lint error) are errors too, so CI can gate on the
@@ -174,7 +174,7 @@ class Interrupted(ImagekitError):
         self.exit_code = exit_code
 
 
-# name -> exit code, for the README's table and its test.
+# name -> exit code, for the exit-code reference and its test.
 EXIT_CODES = {
     "ok": 0,
     "error": ImagekitError.exit_code,

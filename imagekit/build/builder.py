@@ -307,7 +307,7 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
 
 
 def reproducibility_gaps(plan: Plan, options: BuildOptions) -> list[str]:
-    """Why two builds of this plan with these options would still differ (README lists
+    """Why two builds of this plan with these options would still differ (the reproducible-builds page lists
     what normalization covers; these are the inputs it cannot fix)."""
     gaps = []
     if not plan.locked:

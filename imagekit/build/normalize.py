@@ -14,7 +14,7 @@ This step rewrites the saved image instead, then loads the result back into the 
   cache) are dropped; `rootfs.diff_ids` are recomputed.
 
 File *contents* are not touched here: what varies inside files (package-manager logs,
-caches, bytecode, keys) is kept out of layers by the Dockerfile itself, see README.
+caches, bytecode, keys) is kept out of layers by the Dockerfile itself (docs: reproducible builds).
 """
 
 from __future__ import annotations

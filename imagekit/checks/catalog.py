@@ -1,4 +1,4 @@
-"""The reference of every check (`imagekit requirements`, the README's table): read from the
+"""The reference of every check (`imagekit requirements`, the docs' requirements page): read from the
 suite's own marks, the way its collector reads them, so it cannot drift from what runs."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The GPU-host check's pure parts (tests/gpu_host): what it takes from a recipe and its
-lock, and what its verdict counts as a failure. Its run needs a GPU (README, GPU hosts)."""
+lock, and what its verdict counts as a failure. Its run needs a GPU (docs: GPU images without a registry)."""
 
 from __future__ import annotations
 
