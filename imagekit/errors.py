@@ -14,7 +14,8 @@ EXIT_SIGTERM = 143
 
 
 class ImagekitError(Exception):
-    """Base of every error a user can cause or fix. Never shown with a traceback."""
+    """Any other error: one line, never a traceback (`imagekit --debug` shows one). Base of
+    every error a user can cause or fix."""
 
     exit_code = 1
     # Whether a traceback could help (engine/build trouble), or the message says it all.
@@ -27,8 +28,8 @@ class ImagekitError(Exception):
 
 
 class RecipeError(ImagekitError):
-    """A recipe (or a flag standing in for one) is invalid. Carries one line per problem;
-    at most MAX_SHOWN are shown, then a count of the rest."""
+    """A recipe (or a flag standing in for one) is invalid: one line per problem (file, field,
+    what is wrong). At most MAX_SHOWN are shown, then a count of the rest."""
 
     exit_code = 2
     debug_tip = False
@@ -57,7 +58,8 @@ class StaleRenderError(ImagekitError):
 
 
 class EngineError(ImagekitError):
-    """The Docker engine failed or went away in the middle of a command."""
+    """The Docker engine failed or went away in the middle of a command: no verdict, and
+    `imagekit clean` removes what the run left."""
 
     exit_code = 4
 
@@ -105,7 +107,7 @@ class BootstrapError(ImagekitError):
 
 
 class SmokeFailedError(ImagekitError):
-    """The MPIJob did not run as the hostfile says."""
+    """The MPIJob did not run as the hostfile says (smoke prints its diagnosis)."""
 
     exit_code = 9
     debug_tip = False
@@ -132,7 +134,8 @@ class PublishAuthError(PublishError):
 
 
 class PublishRefusedError(PublishError):
-    """Publishing was refused before anything was pushed."""
+    """Publishing was refused before anything was pushed: no passing check report, or an
+    immutable tag would move."""
 
     exit_code = 13
     debug_tip = False
@@ -156,9 +159,10 @@ class RegistryError(PublishError):
 
 
 class OutputError(ImagekitError):
-    """A file or directory the user asked for (-o, --report, a lock file) could not be
-    written: a missing or read-only directory, a file where a directory must be, a full disk.
-    The writes are atomic, so what was there before is still there."""
+    """A file or directory the user asked for (-o, --report, --report-dir, --record, a lock
+    file) could not be written, named with its path; what was there before is kept (the
+    writes are atomic). A missing or read-only directory, a file where a directory must be,
+    a full disk."""
 
     exit_code = 15
     debug_tip = False

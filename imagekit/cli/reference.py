@@ -102,8 +102,8 @@ def exit_codes_table() -> str:
     by_code: dict[int, list[str]] = {0: ["success"]}
     for name, cls in vars(errors).items():
         if inspect.isclass(cls) and issubclass(cls, errors.ImagekitError) and cls.__doc__:
-            if name == "Interrupted":  # its code is the signal's (below)
-                continue
+            if name in ("Interrupted", "RegistryError"):  # a signal's code (below); publish's
+                continue  # own wording of a registry's answer, always raised as another
             code = cls.exit_code
             if isinstance(code, int):
                 doc = " ".join((cls.__doc__ or "").split()).split(". ")[0].rstrip(".")

@@ -98,3 +98,22 @@ def test_the_search_index_covers_the_generated_pages(site):
     locations = {doc["location"] for doc in index["docs"]}
     assert {"reference/cli/", "reference/requirements/", ""} <= locations
     assert any("locked-memory" in doc["text"] for doc in index["docs"])
+
+
+def test_every_command_and_flag_is_in_the_cli_reference(site):
+    import click
+
+    from imagekit.cli.main import cli
+
+    out, _ = site
+    page = (out / "reference" / "cli" / "index.html").read_text()
+    missing = []
+    for name, command in cli.commands.items():
+        if f"imagekit {name}" not in page:
+            missing.append(name)
+        for param in command.params:
+            if isinstance(param, click.Option):
+                flag = max(param.opts, key=len)
+                if flag not in page:
+                    missing.append(f"{name} {flag}")
+    assert missing == []

@@ -513,3 +513,30 @@ def test_a_bad_value_from_an_environment_variable_names_the_variable(capsys, mon
     )
     code, _, err = run(capsys, "build", recipe, "--dry-run", "--wheelhouse", "/typed/here")
     assert code == 2 and err.strip() == "ERROR --wheelhouse /typed/here: no such directory"
+
+
+def test_every_recipe_field_has_its_reference_row():
+    """Walked from the pydantic models themselves (not the JSON Schema the table is made
+    from): a field the table leaves out fails here."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from imagekit.cli.reference import recipe_fields_table
+    from imagekit.recipe.model import Recipe
+
+    def models_in(annotation):
+        for arg in (annotation, *typing.get_args(annotation)):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                yield arg
+
+    def paths(model, prefix=""):
+        for name, field in model.model_fields.items():
+            yield prefix + name
+            for inner in models_in(field.annotation):
+                yield from paths(inner, f"{prefix}{name}.")
+
+    table = recipe_fields_table()
+    missing = [path for path in paths(Recipe) if f"| `{path}` |" not in table]
+    assert missing == []
+    assert len(list(paths(Recipe))) > 40
