@@ -149,6 +149,19 @@ class FabricProbed(ProbedRequirement):
     def probe_args(cls, labels: Mapping[str, str]) -> tuple[str, ...]:
         return DeclaredFabric.of(labels).providers
 
+    @classmethod
+    def judge(cls, facts, labels, profile) -> Judgement:
+        """The section applies to images that declare RDMA and under RDMA profiles; each
+        unit's own rule (`judge_fabric`) runs only there."""
+        skip = _needed(labels, profile)
+        if skip:
+            return Judgement("skip", skip)
+        return cls.judge_fabric(facts, labels, profile)
+
+    @classmethod
+    def judge_fabric(cls, facts, labels, profile) -> Judgement:
+        raise NotImplementedError
+
 
 class VerbsLoads(FabricProbed):
     """F2: NCCL's IB transport dlopens `libibverbs.so` (then `libibverbs.so.1`) at init and
@@ -162,10 +175,7 @@ class VerbsLoads(FabricProbed):
     fix = "install libibverbs1 (and ibverbs-providers): recipes say network: {fabric: rdma}"
 
     @classmethod
-    def judge(cls, facts, labels, profile) -> Judgement:
-        skip = _needed(labels, profile)
-        if skip:
-            return Judgement("skip", skip)
+    def judge_fabric(cls, facts, labels, profile) -> Judgement:
         verbs = facts.get("verbs", "")
         if verbs == "no python3":
             return Judgement("skip", "no python3 in the image to dlopen libibverbs with")
@@ -184,10 +194,7 @@ class ProvidersRegistered(FabricProbed):
     fix = "install ibverbs-providers (rdma-core) and list the HCA's provider in network.providers"
 
     @classmethod
-    def judge(cls, facts, labels, profile) -> Judgement:
-        skip = _needed(labels, profile)
-        if skip:
-            return Judgement("skip", skip)
+    def judge_fabric(cls, facts, labels, profile) -> Judgement:
         registered = set(facts.get("registered", "").split(","))
         declared = DeclaredFabric.of(labels).providers
         if not declared:
@@ -229,10 +236,7 @@ class UcxPml(FabricProbed):
     fix = "install Open MPI with UCX (Debian's openmpi-bin has it), libucx0 and ucx-utils: recipes say network.ucx: true"
 
     @classmethod
-    def judge(cls, facts, labels, profile) -> Judgement:
-        skip = _needed(labels, profile)
-        if skip:
-            return Judgement("skip", skip)
+    def judge_fabric(cls, facts, labels, profile) -> Judgement:
         declared = DeclaredFabric.of(labels)
         if not declared.ucx and profile.fabric != "rdma":
             return Judgement("skip", "the image does not declare UCX (io.imagekit.fabric.ucx)")

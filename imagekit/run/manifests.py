@@ -6,14 +6,10 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from imagekit import grammar
 from imagekit.errors import UsageError
 from imagekit.operators import WORKER_COMMAND
-
-if TYPE_CHECKING:
-    pass
 
 
 def mpijob(
@@ -31,15 +27,12 @@ def mpijob(
     A non-root `profile` gives K1's non-root form: runAsUser, the Secret at the user's
     ~/.ssh, workers' sshd started with its own config."""
     _job_options(name, gpus_per_worker, shm_size)
-    non_root = profile is not None and profile.non_root
-    if non_root and profile.uid is None:
-        raise UsageError(f"--profile {profile.name}: give the user's uid (uid:) for runAsUser")
+    non_root = _non_root(profile)
 
     def run_as() -> dict:  # a fresh mapping per container: YAML would alias a shared one
         return {"securityContext": {"runAsUser": profile.uid}} if non_root else {}
 
-    shm_volume = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}
-    shm_mount = {"name": "dshm", "mountPath": "/dev/shm"}
+    shm_volume, shm_mount = _shm(shm_size)
     worker_resources = {"limits": {"nvidia.com/gpu": gpus_per_worker}} if gpus_per_worker else {}
     worker = {
         "name": "worker",
@@ -96,9 +89,7 @@ def trainjob(
     leaves the nodes on its default image runs the job on the wrong one: trainer#4030); nodes
     run sshd as their command, never the training command, and the launcher waits for them."""
     _job_options(name, gpus_per_worker, shm_size)
-    non_root = profile is not None and profile.non_root
-    if non_root and profile.uid is None:
-        raise UsageError(f"--profile {profile.name}: give the user's uid (uid:) for runAsUser")
+    non_root = _non_root(profile)
     # K2: Trainer's own runtimes run as mpiuser and read its root-owned 0640 Secret through
     # the pod's fsGroup.
     security = (
@@ -107,8 +98,7 @@ def trainjob(
         else None
     )
     runtime = f"{name}-runtime"
-    shm_volume = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}
-    shm_mount = {"name": "dshm", "mountPath": "/dev/shm"}
+    shm_volume, shm_mount = _shm(shm_size)
     node = {
         "name": "node",
         "image": image,
@@ -179,6 +169,20 @@ def trainjob(
         },
     }
     return [training_runtime, job]
+
+
+def _non_root(profile) -> bool:
+    """Whether `profile` runs the job as a non-root user (K1, K2), who needs a uid."""
+    non_root = profile is not None and profile.non_root
+    if non_root and profile.uid is None:
+        raise UsageError(f"--profile {profile.name}: give the user's uid (uid:) for runAsUser")
+    return non_root
+
+
+def _shm(size: str) -> tuple[dict, dict]:
+    """/dev/shm as a memory-backed emptyDir of `size`: (the volume, its mount)."""
+    volume = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": size}}
+    return volume, {"name": "dshm", "mountPath": "/dev/shm"}
 
 
 def _on_rdma(container: dict, rdma: Mapping[str, int], shm_mount: dict) -> None:
