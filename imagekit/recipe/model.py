@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from imagekit import grammar
+from imagekit.requirements.fabric import fabric_off
 
 # ---------------------------------------------------------------------------
 # Value types
@@ -356,10 +357,7 @@ class Recipe(Model):
     def _rdma_keeps_the_ucx_pml_selectable(self) -> Recipe:
         pml = self.mpi.mca.get("pml")
         if self.network.fabric == "rdma" and "mca" in self.mpi.model_fields_set and pml:
-            excluded = pml.startswith("^")
-            names = {n.strip() for n in pml.lstrip("^").split(",")}
-            # cm runs over RDMA as well (an MTL: ofi, psm2); ob1 alone or ^ucx does not.
-            if ("ucx" in names) if excluded else not {"ucx", "cm"} & names:
+            if fabric_off({"OMPI_MCA_pml": str(pml)}):  # F4's own rule, as the check applies it
                 raise ValueError(
                     f"mpi.mca.pml: {pml} keeps Open MPI off the RDMA fabric (F4); leave pml "
                     "unset (Open MPI picks ucx where RDMA is, ob1 elsewhere) or name ucx"
