@@ -1,5 +1,5 @@
-"""The reference of every check (`imagekit requirements`, the docs' requirements page): read from the
-suite's own marks, the way its collector reads them, so it cannot drift from what runs."""
+"""Every check the suite defines, read from the suite's own marks the way its collector reads
+them, so the reference (imagekit/cli/reference.py) cannot drift from what runs."""
 
 from __future__ import annotations
 
@@ -44,20 +44,3 @@ def _entries(function) -> list[CheckEntry]:
         for m in marks
         if m.name == "imagekit"
     ]
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(entries: list[CheckEntry]) -> str:
-    """One row a check: ID, requirement, what it proves, how profiles change it, its fix."""
-    rows = [
-        "| check | req | what is proven | under which profiles | fix |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for e in entries:
-        rows.append(
-            f"| `{e.id}` | {e.requirement} | {_cell(e.title)} | {_cell(e.varies)} | {_cell(e.fix)} |"
-        )
-    return "\n".join(rows) + "\n"

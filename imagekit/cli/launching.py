@@ -130,14 +130,14 @@ def lint_cmd(
     command, source, workers, slots, debugging, root_env, openmpi_major, recipe, fabric, fmt
 ):
     """Check an mpirun COMMAND line against the platform's launch rules (L1-L14, K3, F4)."""
-    from imagekit.run.launch import fabric_of, openmpi_major_of
+    from imagekit.run.launch import lint_defaults
     from imagekit.run.lint import LintContext, lint
 
     if (command is None) == (source is None):
         raise UsageError("give the command as an argument or with --file (not both)")
     text = sys.stdin.read() if command == "-" else command if command is not None else source.read()
-    major = openmpi_major_of(openmpi_major, recipe)
-    context = LintContext(workers, slots, not debugging, root_env, major, fabric_of(fabric, recipe))
+    major, fabric = lint_defaults(openmpi_major, fabric, recipe)
+    context = LintContext(workers, slots, not debugging, root_env, major, fabric)
     findings = lint(text, context)
     errors = sorted({f.lid for f in findings if f.severity == "error"})
     if fmt == "json":

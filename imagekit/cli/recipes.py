@@ -87,6 +87,6 @@ def schema(output: Path | None) -> None:
 def requirements(output: Path | None) -> None:
     """Print every check as a Markdown table: ID, requirement, what it proves, how profiles
     change it, and its fix (read from the check suite and imagekit's requirement units)."""
-    from imagekit.checks.catalog import catalog, markdown_table
+    from imagekit.cli.reference import checks_table
 
-    emit(markdown_table(catalog()), output)
+    emit(checks_table(), output)

@@ -14,9 +14,17 @@ def _cell(text: Any) -> str:
 
 def checks_table() -> str:
     """Every check: ID, requirement, what it proves, how profiles change it, its fix."""
-    from imagekit.checks.catalog import catalog, markdown_table
+    from imagekit.checks.catalog import catalog
 
-    return markdown_table(catalog())
+    rows = [
+        "| check | req | what is proven | under which profiles | fix |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    rows += [
+        f"| `{e.id}` | {e.requirement} | {_cell(e.title)} | {_cell(e.varies)} | {_cell(e.fix)} |"
+        for e in catalog()
+    ]
+    return "\n".join(rows) + "\n"
 
 
 def recipe_fields_table() -> str:

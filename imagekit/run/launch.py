@@ -52,24 +52,21 @@ def profile_port(name_or_path: str) -> int:
     return load_profile(name_or_path).port
 
 
-def fabric_of(flag: str | None, recipe: Path | None) -> str:
-    """`--fabric` wins; else the recipe's network.fabric; else tcp."""
-    if flag is not None:
-        return flag
-    from imagekit.build.targets import recipe_plan
+def lint_defaults(
+    openmpi_flag: str | None, fabric_flag: str | None, recipe: Path | None
+) -> tuple[int | None, str]:
+    """(Open MPI major, fabric) for `lint-cmd`: each flag wins; else the recipe's (read
+    once, only when a flag leaves something to read); else unknown and tcp."""
+    plan = None
+    if recipe is not None and (openmpi_flag is None or fabric_flag is None):
+        from imagekit.build.targets import recipe_plan
 
-    plan = recipe_plan(recipe)
-    return plan.fabric if plan is not None else "tcp"
-
-
-def openmpi_major_of(flag: str | None, recipe: Path | None) -> int | None:
-    """`--openmpi` wins; else the recipe's Open MPI; else unknown."""
-    if flag is not None:
-        return int(flag)
-    from imagekit.build.targets import recipe_plan
-
-    plan = recipe_plan(recipe)
-    return plan.openmpi_major if plan is not None else None
+        plan = recipe_plan(recipe)
+    major = int(openmpi_flag) if openmpi_flag is not None else None
+    if major is None and plan is not None:
+        major = plan.openmpi_major
+    fabric = fabric_flag or (plan.fabric if plan is not None else "tcp")
+    return major, fabric
 
 
 def mpijob_manifest(

@@ -279,3 +279,15 @@ def test_locked_memory_is_judged_on_rdma_and_named_in_smoke_diagnoses():
     line = "[1,0]<stderr>:mlx5: w0: couldn't allocate MR: Cannot allocate memory"
     (found,) = diagnose(f"noise\n{line}\n")
     assert found.startswith("F3: ranks cannot pin memory")
+
+
+def test_lint_cmd_takes_the_fabric_and_the_open_mpi_major_from_one_recipe(capsys):
+    from imagekit.cli.main import main
+
+    line = TCP_LINE.replace(" -x NCCL_NET=Socket", "")
+    with pytest.raises(SystemExit) as info:
+        main(["lint-cmd", line, "--recipe", str(RDMA_RECIPE)])
+    out = capsys.readouterr().out
+    assert info.value.code == 10 and "F4" in out and "NCCL_IB_DISABLE=1" in out
+    main(["lint-cmd", line, "--recipe", str(RDMA_RECIPE), "--fabric", "tcp"])  # exits 0
+    assert "F4" not in capsys.readouterr().out  # the flag wins over the recipe
