@@ -84,9 +84,7 @@ class FabricKeptOn(EnvRequirement):
 
     @classmethod
     def skip_reason(cls, profile: Profile) -> str | None:
-        if profile.fabric == "rdma":
-            return None
-        return f"profile {profile.name or 'file'}: fabric {profile.fabric} (F4 is for RDMA)"
+        return _rdma_profile_only(cls, profile)
 
     @classmethod
     def _offending(cls, env: Mapping[str, str]) -> list[str]:
@@ -132,6 +130,16 @@ class DeclaredFabric:
 
 PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 FABRIC_PROBE = "fabric_probe.sh"
+
+
+def _rdma_profile_only(unit: type, profile: Profile) -> str | None:
+    """Why a unit judged only for RDMA clusters does not apply under a TCP profile."""
+    if profile.fabric == "rdma":
+        return None
+    return (
+        f"profile {profile.name or 'file'}: fabric {profile.fabric} "
+        f"({unit.requirement} is for RDMA)"
+    )
 
 
 def _needed(labels: Mapping[str, str], profile: Profile) -> str | None:
@@ -280,9 +288,7 @@ class LockedMemory(Requirement):
 
     @classmethod
     def skip_reason(cls, profile: Profile) -> str | None:
-        if profile.fabric == "rdma":
-            return None
-        return f"profile {profile.name or 'file'}: fabric {profile.fabric} (F3 is for RDMA)"
+        return _rdma_profile_only(cls, profile)
 
     @classmethod
     def judge(cls, login: str, runtime: str) -> Judgement:

@@ -21,7 +21,7 @@ GPU_ENV = ("NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=eth0", "NCCL_IB_DISABLE=1")  #
 # F1-F4: on an RDMA cluster Open MPI runs over UCX (its one-sided too) and NCCL over IB; only
 # NCCL's bootstrap stays on the pod network. L4 and L5's TCP lines are for TCP clusters.
 RDMA_MCA = (("pml", "ucx"), ("osc", "ucx"))
-RDMA_GPU_ENV = ("NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=eth0")
+RDMA_GPU_ENV = tuple(e for e in GPU_ENV if not e.startswith("NCCL_IB_DISABLE="))
 # A host without an HCA (a laptop, CI): Open MPI 4.1's UCX PML accepts only RDMA transports
 # unless told otherwise, and UCX then runs over TCP: the same code path, no RDMA.
 UCX_OVER_TCP_MCA = (("pml_ucx_tls", "any"), ("pml_ucx_devices", "any"))

@@ -20,10 +20,11 @@ from imagekit.datafiles import data_text
 from imagekit.engine.client import KEEPALIVE, Container, Engine, Log, Message, Reporter
 from imagekit.errors import ImagekitError, UsageError
 from imagekit.grammar import size_in_bytes
-from imagekit.labels import FABRIC_LABEL, SMOKE_LABEL
+from imagekit.labels import SMOKE_LABEL
 from imagekit.ompi import OPERATOR_HOSTFILE, openmpi_major
 from imagekit.operators import WORKER_COMMAND
 from imagekit.requirements import with_symptoms
+from imagekit.requirements.fabric import DeclaredFabric
 from imagekit.run.recommend import LaunchRequest, recommend
 from imagekit.secrets import make_secret
 
@@ -136,7 +137,7 @@ def pml_problems(selected: dict[int, str], ranks: int) -> list[str]:
 
 def declared_fabric(config: dict) -> str:
     """The fabric an imagekit image declares (io.imagekit.fabric); tcp when it says none."""
-    return "rdma" if (config.get("Labels") or {}).get(FABRIC_LABEL) == "rdma" else "tcp"
+    return "rdma" if DeclaredFabric.of(config.get("Labels") or {}).rdma else "tcp"
 
 
 @dataclass
