@@ -18,3 +18,7 @@ RUN_LABELS = (CHECK_LABEL, SMOKE_LABEL, INVENTORY_LABEL, LOCK_LABEL, ADAPT_LABEL
 FABRIC_LABEL = f"{LABEL_PREFIX}.fabric"  # tcp | rdma
 FABRIC_PROVIDERS_LABEL = f"{LABEL_PREFIX}.fabric.providers"  # mlx5,rxe
 FABRIC_UCX_LABEL = f"{LABEL_PREFIX}.fabric.ucx"  # true | false
+
+# A1: the platform an image was built for, on images of a platform other than the default
+# (an image's config says it too; the label says imagekit meant it).
+PLATFORM_LABEL = f"{LABEL_PREFIX}.platform"  # linux/arm64

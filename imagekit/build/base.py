@@ -4,12 +4,15 @@ what lets imagekit build with no registry at all, from a reproducible base."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 
 from imagekit import workdirs
+from imagekit.build.normalize import LayerResult, NormalizedArchive, config_bytes
 from imagekit.build.plan import BootstrapSpec, Plan
 from imagekit.engine.client import Engine, Message, Reporter
 from imagekit.errors import BootstrapError, ImageNotFoundError
@@ -22,6 +25,7 @@ def mmdebstrap_command(spec: BootstrapSpec, tarball: Path) -> list[str]:
     )
     return [
         "mmdebstrap",
+        f"--architectures={spec.architecture}",  # explicit: the host's may differ (A1)
         f"--variant={spec.variant}",
         f"--include={','.join(spec.include)}",
         *components,
@@ -55,9 +59,35 @@ def ensure_base(spec: BootstrapSpec, engine: Engine, report: Reporter) -> str:
                 f"base {spec.image_ref}: mmdebstrap failed: {lines[-1]}",
                 hint="\n".join(lines[-15:]),
             )
-        engine.import_tarball(tarball, spec.image_ref)
-    report(Message(f"base {spec.image_ref}: imported"))
+        archive = rootfs_archive(tarball, spec)
+        engine.load_archive(archive.chunks(), archive.image_id, what=f"base {spec.image_ref}")
+        engine.tag(archive.image_id, spec.image_ref)
+    report(Message(f"base {spec.image_ref}: imported (linux/{spec.architecture})"))
     return spec.image_ref
+
+
+def rootfs_archive(tarball: Path, spec: BootstrapSpec) -> NormalizedArchive:
+    """The bootstrap's root filesystem as a one-layer docker-archive whose config names the
+    spec's platform (A1). `docker import` would record the engine's own architecture, so an
+    arm64 base would say amd64 and every tool after it would believe that. The config's
+    times are the spec's epoch: the same tarball always gives the same base image ID."""
+    digest = hashlib.sha256()
+    with tarball.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    diff_id = f"sha256:{digest.hexdigest()}"
+    stamp = datetime.fromtimestamp(spec.epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    config = {
+        "architecture": spec.architecture,
+        "os": "linux",
+        "created": stamp,
+        "config": {},
+        "history": [{"created": stamp, "created_by": f"mmdebstrap {spec.suite} (imagekit)"}],
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+    }
+    body = config_bytes(config)
+    layer = LayerResult(tarball, diff_id, tarball.stat().st_size, 0)
+    return NormalizedArchive("sha256:" + hashlib.sha256(body).hexdigest(), body, [layer])
 
 
 def base_content_digest(plan: Plan, engine: Engine) -> str:

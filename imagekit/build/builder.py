@@ -43,6 +43,7 @@ class BuildInputs:
     final_apt_sources: str = "mirror"  # or "public": the image's sources name the archive
     ssh_keys: Path | None = None  # baked keys from this directory instead of ssh-keygen
     memory: int | None = None  # bytes each RUN step may use; None: the engine's default share
+    platform: str | None = None  # A1: one of the recipe's platforms; None: its first
 
 
 @dataclass(frozen=True)
@@ -240,13 +241,13 @@ def _git_labels(recipe_path: Path) -> dict[str, str]:
 
 def dry_run(recipe_path: Path, options: BuildOptions) -> tuple[Plan, str]:
     check_options(options)
-    plan, _ = locked_plan(load_recipe(recipe_path), options.locked)
+    plan, _ = locked_plan(load_recipe(recipe_path), options.locked, options.inputs.platform)
     return plan, render_context(plan, context_options(options.inputs, plan)).dockerfile
 
 
 def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildResult:
     check_options(options)
-    plan, lock = locked_plan(load_recipe(recipe_path), options.locked)
+    plan, lock = locked_plan(load_recipe(recipe_path), options.locked, options.inputs.platform)
     report(Message(_lock_line(lock)))
     if options.source_date_epoch is not None and options.normalize:
         for warning in reproducibility_gaps(plan, options):

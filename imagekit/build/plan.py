@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
+from imagekit.errors import RecipeError
 from imagekit.labels import (
     FABRIC_LABEL,
     FABRIC_PROVIDERS_LABEL,
     FABRIC_UCX_LABEL,
     LABEL_PREFIX,
+    PLATFORM_LABEL,
 )
 from imagekit.ompi import OMPI5_MCA_RENAMES, OPERATOR_HOSTFILE
+from imagekit.platforms import DEFAULT_PLATFORM, architecture, tag_suffix
 from imagekit.recipe.compat import rules_data
 from imagekit.recipe.model import LoadedRecipe, Recipe
 
@@ -40,6 +43,10 @@ OPENMPI_DISTRO_PACKAGES = ("openmpi-bin", "libopenmpi-dev")
 FABRIC_PACKAGES = ("libibverbs1", "ibverbs-providers", "librdmacm1", "ibverbs-utils")
 UCX_PACKAGES = ("libucx0", "ucx-utils")  # Open MPI's UCX PML, ucx_info
 OPENMPI_BUILD_PACKAGES = ("curl", "bzip2", "file", "perl")
+# An rdma recipe's Open MPI from source: configure finds verbs and UCX through their headers
+# (builder stage only); the image gets the runtime libraries in its fabric layer.
+OPENMPI_FABRIC_BUILD_PACKAGES = ("libibverbs-dev", "librdmacm-dev")
+OPENMPI_UCX_BUILD_PACKAGES = ("libucx-dev",)
 # cuda.source: wheels -- nvcc for DeepSpeed's prebuilt ops, in the deepspeed builder stage only
 # (Debian non-free; CUDA_HOME is /usr). setuptools: DeepSpeed's setup.py must see the
 # installed torch to compile ops, so its sdist builds without isolation.
@@ -92,13 +99,16 @@ class BootstrapSpec:
     variant: str = "apt"
     include: tuple[str, ...] = ("ca-certificates",)
     components: tuple[str, ...] = ("main",)
+    architecture: str = "amd64"  # A1: Debian's name, which is also the image config's
 
     def as_dict(self) -> dict[str, object]:
-        """The spec as recorded in locks and hashed into the base's name. The default
-        components are left out, so bases and locks made before the field existed stay valid."""
+        """The spec as recorded in locks and hashed into the base's name. Fields at their
+        default are left out, so bases and locks made before a field existed stay valid."""
         spec = dict(self.__dict__)
         if self.components == ("main",):
             del spec["components"]
+        if self.architecture == "amd64":
+            del spec["architecture"]
         return spec
 
     @property
@@ -185,6 +195,7 @@ class Plan:
     fabric_packages: tuple[str, ...] = ()
     fabric_mca: tuple[tuple[str, str, str], ...] = ()
     ds_build_env: dict[str, str] = field(default_factory=dict)
+    platform: str = DEFAULT_PLATFORM  # A1: one of the recipe's platforms
 
     @property
     def cuda_toolkit_stage(self) -> bool:
@@ -206,7 +217,10 @@ class Plan:
         stages = [AptStage("system", self.system_packages, None)]
         below = "system"
         if self.openmpi_tarball:
-            stages.append(AptStage("openmpi-build", OPENMPI_BUILD_PACKAGES, "system"))
+            stages.append(AptStage("openmpi-build", self.openmpi_build_packages, "system"))
+            if self.fabric_stage == "openmpi":
+                stages.append(AptStage("openmpi", self.fabric_packages, below))
+                below = "openmpi"
         elif self.openmpi_packages:
             stages.append(AptStage("openmpi", self.openmpi_packages, below))
             below = "openmpi"
@@ -215,10 +229,27 @@ class Plan:
             stages.append(AptStage("cuda-toolkit", CUDA_TOOLKIT_PACKAGES, "python"))
         if self.apt_extras:
             stages.append(AptStage("image", self.apt_extras, "python"))
-        if self.fabric_packages:
+        if self.fabric_stage == "fabric":
             below = "image" if self.apt_extras else "python"
             stages.append(AptStage("fabric", self.fabric_packages, below))
         return tuple(stages)
+
+    @property
+    def fabric_stage(self) -> str | None:
+        """Where an rdma recipe's fabric packages are installed: a last layer ("fabric") over
+        the TCP image's, which it shares; or, for Open MPI built from source, the stage that
+        receives it ("openmpi"): that build links UCX and verbs, so every later stage (mpi4py
+        links against libmpi in a pip stage) needs their runtime libraries."""
+        if not self.fabric_packages:
+            return None
+        return "openmpi" if self.openmpi_tarball else "fabric"
+
+    @property
+    def openmpi_build_packages(self) -> tuple[str, ...]:
+        if self.fabric != "rdma":
+            return OPENMPI_BUILD_PACKAGES
+        ucx = OPENMPI_UCX_BUILD_PACKAGES if "libucx0" in self.fabric_packages else ()
+        return OPENMPI_BUILD_PACKAGES + OPENMPI_FABRIC_BUILD_PACKAGES + ucx
 
     def apt_install(self, stage: str) -> tuple[str, ...]:
         """The arguments of one stage's apt install, for the template."""
@@ -228,13 +259,20 @@ class Plan:
         return packages
 
 
-def make_plan(loaded: LoadedRecipe) -> Plan:
+def make_plan(loaded: LoadedRecipe, platform: str | None = None) -> Plan:
+    """The recipe's plan for `platform` (default: the first of the recipe's platforms)."""
     r = loaded.recipe
+    platform = platform or r.platforms[0]
+    if platform not in r.platforms:
+        raise RecipeError(
+            [f"{loaded.path}: platforms: {', '.join(r.platforms)}; not {platform} (--platform)"]
+        )
     accel = "cpu" if r.cuda is None else "gpu"
     expected = expected_versions(r)
-    version_tag = image_tag(r)
+    suffix = tag_suffix(platform)
+    version_tag = image_tag(r) + suffix
     repo = r.image.name
-    bootstrap = _bootstrap(r)
+    bootstrap = _bootstrap(r, platform)
     tarball = _openmpi_tarball(r)
     path_prefix = (f"{OPENMPI_TARBALL_PREFIX}/bin",) if tarball else ()
     ompi_major = Version(r.openmpi.version).major
@@ -249,9 +287,9 @@ def make_plan(loaded: LoadedRecipe) -> Plan:
         distro=f"{r.distro.name}{r.distro.version}",
         accel=accel,
         tags=(f"{repo}:{version_tag}",),
-        moving_tags=tuple(f"{repo}:{t}" for t in r.image.moving_tags),
+        moving_tags=tuple(f"{repo}:{t}{suffix}" for t in r.image.moving_tags),
         expected=expected,
-        labels=_labels(r, loaded.sha256, version_tag, expected),
+        labels=_labels(r, loaded.sha256, version_tag, expected, platform),
         system_packages=SYSTEM_PACKAGES,
         python_packages=_python_packages(r),
         python_ppa="ppa:deadsnakes/ppa" if r.python.source == "deadsnakes" else None,
@@ -283,6 +321,7 @@ def make_plan(loaded: LoadedRecipe) -> Plan:
         cuda_source=cuda_source,
         ds_build_env=_ds_build_env(r) if cuda_source == "wheels" else {},
         fabric=r.network.fabric,
+        platform=platform,
     )
 
 
@@ -400,11 +439,17 @@ def _cuda_tag(r: Recipe) -> str:
     return f"cu{v.major}{v.minor}"
 
 
-def _bootstrap(r: Recipe) -> BootstrapSpec | None:
+def _bootstrap(r: Recipe, platform: str) -> BootstrapSpec | None:
     b = r.base.bootstrap
     if b is None:
         return None
-    return BootstrapSpec(suite=b.suite, mirror=b.mirror, epoch=b.epoch, components=b.components)
+    return BootstrapSpec(
+        suite=b.suite,
+        mirror=b.mirror,
+        epoch=b.epoch,
+        components=b.components,
+        architecture=architecture(platform),
+    )
 
 
 def _python_packages(r: Recipe) -> tuple[str, ...]:
@@ -424,11 +469,15 @@ def _python_packages(r: Recipe) -> tuple[str, ...]:
 def _openmpi_tarball(r: Recipe) -> dict[str, str] | None:
     if r.openmpi.source != "tarball":
         return None
+    flags = ["--with-cuda=/usr/local/cuda"] if r.cuda else []
+    if r.network.fabric == "rdma" and r.network.ucx:
+        # Explicit: configure stops when UCX is missing instead of building without the PML.
+        flags.append("--with-ucx=/usr")
     return {
         "url": str(r.openmpi.url),
         "sha256": str(r.openmpi.sha256),
         "prefix": OPENMPI_TARBALL_PREFIX,
-        "configure_flags": "--with-cuda=/usr/local/cuda" if r.cuda else "",
+        "configure_flags": " ".join(flags),
     }
 
 
@@ -461,7 +510,9 @@ def session_env_names(plan: Plan) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def _labels(r: Recipe, sha: str, tag: str, expected: dict[str, str]) -> dict[str, str]:
+def _labels(
+    r: Recipe, sha: str, tag: str, expected: dict[str, str], platform: str
+) -> dict[str, str]:
     labels = {
         "org.opencontainers.image.title": r.image.name,
         "org.opencontainers.image.version": tag,
@@ -480,6 +531,8 @@ def _labels(r: Recipe, sha: str, tag: str, expected: dict[str, str]) -> dict[str
         labels[FABRIC_LABEL] = "rdma"
         labels[FABRIC_PROVIDERS_LABEL] = ",".join(r.network.providers)
         labels[FABRIC_UCX_LABEL] = str(r.network.ucx).lower()
+    if platform != DEFAULT_PLATFORM:
+        labels[PLATFORM_LABEL] = platform
     if r.env_not_secret:  # read by check (credentials-in-config), as recipe validation reads it
         labels[f"{LABEL_PREFIX}.env-not-secret"] = ",".join(sorted(r.env_not_secret))
     if r.cuda is not None and r.cuda.source == "wheels":

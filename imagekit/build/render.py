@@ -335,7 +335,12 @@ def render_recipes(
     for v, ctx in rendered:
         written.append(write_context(ctx, out or renders_dir / v.plan.name))
         if record is not None:
-            record(v.loaded.path, [*v.loaded.sources, lock_path(v.loaded.path)], v.plan.name, ctx)
+            record(
+                v.loaded.path,
+                [*v.loaded.sources, lock_path(v.loaded.path, v.plan.platform)],
+                v.plan.name,
+                ctx,
+            )
     return written
 
 

@@ -69,7 +69,7 @@ def lock_recipe(
 ) -> LockResult:
     check_inputs(inputs)
     loaded = load_recipe(recipe_path)
-    plan = make_plan(loaded)
+    plan = make_plan(loaded, inputs.platform)
     state = lock_state(recipe_path, plan)
     if state.usable and not upgrade:
         return LockResult(state.path, state.lock, [], written=False)
@@ -78,7 +78,7 @@ def lock_recipe(
             f"{recipe_path}: python.source: deadsnakes cannot be locked yet "
             "(its packages come from a PPA added during the build)"
         )
-    earlier = None if upgrade else _earlier_lock(loaded, state.lock, report)
+    earlier = None if upgrade else _earlier_lock(loaded, state.lock, plan.platform, report)
     engine = Engine.connect()
     base = _locked_base(plan, engine, report)
     apt = _resolve_apt(plan, engine, inputs, report, earlier)
@@ -95,14 +95,17 @@ def lock_recipe(
     return LockResult(state.path, lock, lock_changes(state.lock, lock), written=True)
 
 
-def _earlier_lock(loaded: LoadedRecipe, own: Lock | None, report: Reporter) -> Lock | None:
+def _earlier_lock(
+    loaded: LoadedRecipe, own: Lock | None, platform: str, report: Reporter
+) -> Lock | None:
     """The pins a re-lock keeps where they still fit: the recipe's own (stale) lock, else
-    the lock of the nearest recipe it `extends`, so a variant shares its parent's layers."""
+    the lock of the nearest recipe it `extends` for the same platform, so a variant shares
+    its parent's layers."""
     if own is not None:
         report(Message("keeping the earlier pins where they still fit (--upgrade re-resolves)"))
         return own
     for source in loaded.sources[1:]:
-        path = lock_path(source)
+        path = lock_path(source, platform)
         if not path.exists():
             continue
         try:

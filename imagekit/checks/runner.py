@@ -57,6 +57,7 @@ class CheckContext:
     engine: Engine
     run: str = ""  # this check run's ID, the value of CHECK_LABEL
     gpus: str | None = None  # --gpus: the runtime injects the driver's libraries
+    architecture: str = ""  # the image config's (amd64, arm64): a container cannot see it
     container: Container | None = None
     initial: dict[str, Any] = field(default_factory=dict)  # facts read before any check ran
     _layers: list[LayerFile] | None = None
@@ -260,6 +261,7 @@ def run_checks(
         engine=engine,
         run=f"imagekit-check-{uuid.uuid4().hex[:8]}",
         gpus=gpus,
+        architecture=str(info.get("Architecture") or ""),
     )
     started = time.monotonic()
     report(Message(f"starting a container from {image}"))

@@ -14,6 +14,7 @@ from imagekit.cli.console import LazyConsole, escape
 from imagekit.errors import (
     UsageError,
 )
+from imagekit.platforms import PLATFORMS
 
 # command imports what it needs (recipes and pydantic, templates, docker, pytest) itself.
 
@@ -116,6 +117,7 @@ _BUILD_INPUT_NAMES = (
     "apt_mirror",
     "final_apt_sources",
     "memory",
+    "platform",
 )
 
 # Below this a RUN step cannot start a shell and apt (and the engine refuses under 6 MB).
@@ -139,6 +141,12 @@ def _memory_size(ctx, param, value: str | None) -> int | None:
 
 
 _BUILD_INPUT_OPTIONS = [
+    click.option(
+        "--platform",
+        type=click.Choice(PLATFORMS),
+        help="Which of the recipe's platforms (its `platforms`) to build or lock; default: "
+        "its first. A platform other than the host's runs under qemu emulation (A1).",
+    ),
     click.option(
         "--ca-bundle",
         type=FileOut,

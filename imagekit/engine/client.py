@@ -111,23 +111,19 @@ class Engine:
         except _Gone:
             raise ImageNotFoundError(f"image {ref}: not found in the engine") from None
 
-    def import_tarball(self, tarball: Path, ref: str) -> str:
-        repository, tag = split_ref(ref)
-        with _engine_errors(f"cannot import {tarball}"):
-            self.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
-        return self.inspect_image(ref)["Id"]
-
-    def load_archive(self, archive: Iterator[bytes], expected_id: str) -> None:
+    def load_archive(
+        self, archive: Iterator[bytes], expected_id: str, what: str = "the normalized image"
+    ) -> None:
         """`docker load` a docker-archive streamed as chunks; the engine must end up with
         `expected_id`."""
         try:
             for chunk in self.api.load_image(archive):
                 if isinstance(chunk, dict) and "error" in chunk:
-                    raise BuildError(f"loading the normalized image failed: {chunk['error']}")
+                    raise BuildError(f"loading {what} failed: {chunk['error']}")
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-            raise BuildError(f"loading the normalized image failed: {_reason(exc)}") from None
+            raise BuildError(f"loading {what} failed: {_reason(exc)}") from None
         if not self.image_exists(expected_id):
-            raise BuildError(f"the engine did not keep the normalized image {expected_id[:19]}")
+            raise BuildError(f"the engine did not keep {what} {expected_id[:19]}")
 
     def tag(self, image_id: str, ref: str) -> None:
         repository, tag = split_ref(ref)

@@ -43,7 +43,7 @@ def load_recipe(path: str | Path) -> LoadedRecipe:
 # Sections added after recipes had digests: at its default, such a section means what every
 # recipe meant before it existed, so it is left out of the digest and the digests (in locks
 # and image labels) of those recipes stay as they were.
-LATER_SECTIONS = ("network",)
+LATER_SECTIONS = ("network", "platforms")
 
 
 def recipe_digest(recipe: Recipe) -> str:

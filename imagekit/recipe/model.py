@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from imagekit import grammar
+from imagekit.platforms import DEFAULT_PLATFORM, PLATFORMS, Platform
 from imagekit.requirements.fabric import fabric_off
 
 # ---------------------------------------------------------------------------
@@ -342,14 +343,25 @@ class Recipe(Model):
     ssh: Ssh = Ssh()
     mpi: Mpi = Mpi()
     network: Network = Network()
+    platforms: tuple[Platform, ...] = Field(
+        (DEFAULT_PLATFORM,),
+        max_length=len(PLATFORMS),
+        description="Platforms the recipe builds for (A1); the first is the default of "
+        "--platform. linux/arm64 needs base.bootstrap and runs under emulation elsewhere",
+    )
     image: Image
 
     @model_validator(mode="after")
-    def _rdma_is_built_for_distro_mpi(self) -> Recipe:
-        if self.network.fabric == "rdma" and self.openmpi.source == "tarball":
+    def _foreign_platforms_bootstrap_their_base(self) -> Recipe:
+        if not self.platforms:
+            raise ValueError("platforms: lists none (leave it out for linux/amd64)")
+        if len(set(self.platforms)) != len(self.platforms):
+            raise ValueError("platforms: lists a platform twice")
+        others = [p for p in self.platforms if p != DEFAULT_PLATFORM]
+        if others and self.base.bootstrap is None:
             raise ValueError(
-                "network.fabric: rdma with openmpi.source: tarball is not built yet (its "
-                "configure needs --with-ucx and UCX's headers); use openmpi.source: distro"
+                f"platforms: {others[0]} needs base.bootstrap (a registry base would be "
+                "pulled for the engine's own platform, and these bases are made locally)"
             )
         return self
 

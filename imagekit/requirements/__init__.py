@@ -3,7 +3,8 @@
 the docs take all of it from here, so a requirement is judged in one place.
 
 Units judged from a program's effective settings (`sshd -T`, `ssh -G`) live in `ssh.py`,
-those judged from the image's ENV in `fabric.py`; each is one class whose docstring is its
+those judged from the image's ENV or a probe in `fabric.py` (the fabric) and
+`platform.py` (the architecture); each is one class whose docstring is its
 reference text. Adding a requirement is one class here, listed in `REGISTRY`: the check suite,
 adapt, smoke's hints and `imagekit requirements` (the reference) take it from there. Live proofs that need containers
 (real logins, mpirun across workers) stay in the check suite and take their wording from here.
@@ -17,9 +18,10 @@ from imagekit.requirements.base import (
     SettingsRequirement,
 )
 from imagekit.requirements.fabric import FABRIC
+from imagekit.requirements.platform import PLATFORM
 from imagekit.requirements.ssh import SSH_CLIENT, SSHD
 
-REGISTRY: tuple[type[Requirement], ...] = (*SSHD, *SSH_CLIENT, *FABRIC)
+REGISTRY: tuple[type[Requirement], ...] = (*SSHD, *SSH_CLIENT, *FABRIC, *PLATFORM)
 
 
 def env_units() -> tuple[type[EnvRequirement], ...]:
@@ -33,6 +35,7 @@ def with_symptoms() -> tuple[type[Requirement], ...]:
 
 __all__ = [
     "FABRIC",
+    "PLATFORM",
     "REGISTRY",
     "SSHD",
     "SSH_CLIENT",

@@ -1,8 +1,9 @@
 """The GPU recipe (recipes/deepspeed-gpu.yaml: CUDA from PyPI wheels, nvcc from Debian's
 toolkit, no registry) built for real from its lock, then proven without a GPU: `check` with
-the CUDA facts (versions, every library resolves, the prebuilt ops import), smoke 2x2 on the
-CPU, and broken variants that each fail exactly cuda-libraries. The image and its builder
-stages are removed when the module ends (a cold build peaks at ~31 GB)."""
+the CUDA facts (versions, every library resolves, the prebuilt ops import) and the RDMA
+fabric's, smoke 2x2 on the CPU through UCX, and broken variants that each fail exactly
+cuda-libraries. The image and its builder stages are removed when the module ends (a cold
+build peaks at ~31 GB)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,12 @@ def test_gpu_image_passes_check_with_its_cuda_facts(gpu_image, tmp_path):
     assert results["cuda-libraries"]["status"] in ("pass", "info"), libs
     assert "FusedAdamBuilder" in libs and "CPUAdamBuilder" in libs
     assert "libcuda.so.1" in libs  # left to the NVIDIA container runtime, and said so
+    # The recipe declares fabric: rdma (mlx5, UCX): the fabric section judges it without a
+    # profile saying so, and reports what NCCL and Open MPI 5 would load on an RDMA node.
+    for unit in ("verbs-library", "verbs-providers", "ucx-pml"):
+        assert results[unit]["status"] in ("pass", "info"), results[unit]
+    assert "mlx5: registered" in results["verbs-providers"]["evidence"]
+    assert "libuct_ib" in results["ucx-pml"]["evidence"]
 
 
 def test_toolkit_stays_in_the_builder_stage(engine, gpu_image):
@@ -116,6 +123,9 @@ def test_gpu_image_smoke_runs_2x2_on_cpu(engine, gpu_image):
     assert sorted(p["rank"] for p in probes) == [0, 1, 2, 3]
     assert all(p["allreduce"] == 4 for p in probes)
     assert "-x DS_ACCELERATOR" in result.stdout + result.stderr
+    # The image's label says rdma: smoke ran Open MPI 5's UCX PML (over UCX's TCP transport
+    # here) and proved every rank selected it.
+    assert "PML selected by 4 ranks: ucx" in result.stdout + result.stderr
 
 
 # E1 (the platform's worked example) on the GPU image with DeepSpeed's CPU accelerator: Open

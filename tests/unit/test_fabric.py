@@ -5,8 +5,15 @@ grammar, the plan's packages, MCA defaults and labels, the fabric section's prob
 from __future__ import annotations
 
 import pytest
+from dockerfile_parse import DockerfileParser
 
-from imagekit.build.plan import FABRIC_PACKAGES, UCX_PACKAGES, make_plan
+from imagekit.build.plan import (
+    FABRIC_PACKAGES,
+    OPENMPI_BUILD_PACKAGES,
+    UCX_PACKAGES,
+    make_plan,
+)
+from imagekit.build.render import render_context
 from imagekit.errors import RecipeError
 from imagekit.profiles import builtin_profiles
 from imagekit.recipe.loader import load_recipe
@@ -90,6 +97,51 @@ def test_a_wrong_network_section_is_one_line(tmp_path, network, mca, message):
     with pytest.raises(RecipeError) as info:
         load_recipe(_recipe(tmp_path, network, mca))
     assert len(info.value.problems) == 1 and message in info.value.problems[0]
+
+
+TARBALL_RDMA = RECIPES.parent / "tests" / "unit" / "recipes" / "variant-tarball-rdma.yaml"
+
+
+def _stages(dockerfile: str, scratch) -> dict[str, list[str]]:
+    """Each stage's instructions (name -> 'INSTRUCTION value' lines), parsed."""
+    parser = DockerfileParser(path=str(scratch / "Dockerfile"))  # it writes what it parses
+    parser.content = dockerfile
+    stages: dict[str, list[str]] = {}
+    current: list[str] = []
+    for item in parser.structure:
+        if item["instruction"] == "FROM":
+            current = stages.setdefault(item["value"].split()[-1], [])
+        current.append(f"{item['instruction']} {item['value']}")
+    return stages
+
+
+def test_open_mpi_from_source_is_configured_with_ucx_and_gets_its_runtime_below_python(tmp_path):
+    plan = make_plan(load_recipe(TARBALL_RDMA))
+    build = next(s for s in plan.apt_stages if s.name == "openmpi-build")
+    assert set(build.packages) - set(OPENMPI_BUILD_PACKAGES) == {
+        "libibverbs-dev",
+        "librdmacm-dev",
+        "libucx-dev",
+    }
+    assert "--with-ucx=/usr" in plan.openmpi_tarball["configure_flags"].split()
+    # The runtime sits in the stage every later one builds on: mpi4py links libmpi (which
+    # now needs libucp) in a pip stage, so a last "fabric" layer would come too late.
+    runtime = next(s for s in plan.apt_stages if s.name == "openmpi")
+    assert runtime.packages == FABRIC_PACKAGES + UCX_PACKAGES and plan.fabric_stage == "openmpi"
+    assert "fabric" not in {s.name for s in plan.apt_stages}
+    stages = _stages(render_context(plan).files["Dockerfile"], tmp_path)
+    assert any("libucx0" in line for line in stages["openmpi"] if line.startswith("RUN"))
+    assert not any("libucx0" in line for line in stages["image"] if line.startswith("RUN"))
+    assert any("openmpi-mca-params.fabric.conf" in line for line in stages["image"])
+
+
+def test_open_mpi_from_source_without_rdma_is_configured_as_before():
+    plan = make_plan(load_recipe(TARBALL_RDMA.with_name("variant-tarball.yaml")))
+    assert "--with-ucx" not in plan.openmpi_tarball["configure_flags"]
+    assert next(s for s in plan.apt_stages if s.name == "openmpi-build").packages == (
+        OPENMPI_BUILD_PACKAGES
+    )
+    assert plan.fabric_stage is None
 
 
 def test_an_explicit_ucx_pml_is_kept(tmp_path):

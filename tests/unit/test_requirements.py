@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from imagekit.checks.suite import checks_ssh
 from imagekit.profiles import Profile
-from imagekit.requirements import FABRIC, REGISTRY, SSH_CLIENT, SSHD, env_units, ssh
+from imagekit.requirements import (
+    FABRIC,
+    PLATFORM,
+    REGISTRY,
+    SSH_CLIENT,
+    SSHD,
+    env_units,
+    ssh,
+)
 from imagekit.run import adapt
 
 YES_NO = st.sampled_from(["yes", "no", "", "true"])
@@ -153,7 +161,7 @@ def test_challenge_response_counts_where_sshd_prints_it():
 
 
 def test_every_unit_is_registered_once_and_declares_its_words():
-    assert set(REGISTRY) == set(SSHD) | set(SSH_CLIENT) | set(FABRIC)
+    assert set(REGISTRY) == set(SSHD) | set(SSH_CLIENT) | set(FABRIC) | set(PLATFORM)
     assert len(REGISTRY) == len(set(REGISTRY))
     assert len({unit.check_id for unit in REGISTRY}) == len(REGISTRY) - 1  # ClientPort: R10 twice
     for unit in REGISTRY:

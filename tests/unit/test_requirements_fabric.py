@@ -84,12 +84,12 @@ def test_the_remedy_adapt_writes_makes_the_check_pass(env):
     )
 
 
-def test_adapt_writes_the_remedy_as_env_under_an_rdma_profile_only():
+def test_adapt_writes_the_remedy_as_env_under_an_rdma_profile_only(tmp_path):
     env = ["NCCL_IB_DISABLE=1", "OMPI_MCA_pml=ob1", "PATH=/usr/bin:/bin"]
     assert not plan(COMPLETE, Env=env, Labels=DECLARED).needed  # tcp (seed): right as it is
     p = plan(COMPLETE, RDMA, Env=env, Labels=DECLARED)
     assert [f.requirement for f in p.fixes] == ["F4"]
-    parser = DockerfileParser()
+    parser = DockerfileParser(path=str(tmp_path / "Dockerfile"))  # it writes what it parses
     parser.content = render_adapt(p).files["Dockerfile"]
     envs = [i["value"] for i in parser.structure if i["instruction"] == "ENV"]
     assert envs == ['NCCL_IB_DISABLE="0" OMPI_MCA_pml="ucx"']

@@ -1,7 +1,8 @@
 """Requirement units (imagekit/requirements) the suite judges without code of their own: one
 check each, made here from the registry, so a new unit needs nothing in the suite. Units of
 the image config judge its ENV; probed units judge what their probe script printed, each
-probe run once (one exec) for all the units that read it."""
+probe run once (one exec) for all the units that read it, its facts joined by the image
+config's architecture (CONFIG_ARCH_FACT), which no container can see."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from imagekit.checks.facts import expect_judgement, image_env
 from imagekit.checks.runner import parse_probe_output
 from imagekit.datafiles import data_text
 from imagekit.requirements import REGISTRY, EnvRequirement, ProbedRequirement, Requirement
+from imagekit.requirements.platform import CONFIG_ARCH_FACT
 
 
 def _probed(ctx, unit: type[ProbedRequirement]) -> dict[str, str]:
@@ -23,7 +25,8 @@ def _probed(ctx, unit: type[ProbedRequirement]) -> dict[str, str]:
         facts = parse_probe_output(out if code == 0 else "")
         if "end" not in facts:
             pytest.fail(f"{unit.probe} did not run in the image (exit {code}): {out[-300:]}")
-        ctx.shared[key] = {k: v for k, v in facts.items() if isinstance(v, str)}
+        facts = {k: v for k, v in facts.items() if isinstance(v, str)}
+        ctx.shared[key] = {**facts, CONFIG_ARCH_FACT: ctx.architecture}
     return ctx.shared[key]
 
 

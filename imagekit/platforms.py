@@ -1,0 +1,26 @@
+"""The platforms imagekit builds for (A1): their OCI names, each one's architecture, and where
+a platform shows in tags and lock file names. The default platform shows nowhere, so the
+recipes, tags and locks made before platforms existed keep their names."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Platform = Literal["linux/amd64", "linux/arm64"]
+DEFAULT_PLATFORM: Platform = "linux/amd64"
+PLATFORMS: tuple[Platform, ...] = ("linux/amd64", "linux/arm64")
+
+
+def architecture(platform: str) -> str:
+    """The architecture part (amd64, arm64): Debian's name and the image config's."""
+    return platform.split("/", 1)[1]
+
+
+def tag_suffix(platform: str) -> str:
+    """What a platform adds to an image's tags: the engine holds one image per tag."""
+    return "" if platform == DEFAULT_PLATFORM else f"-{architecture(platform)}"
+
+
+def lock_suffix(platform: str) -> str:
+    """A lock per platform (apt and pip pins differ by architecture): x.lock, x.arm64.lock."""
+    return ".lock" if platform == DEFAULT_PLATFORM else f".{architecture(platform)}.lock"
