@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 from datetime import datetime, timezone
@@ -45,6 +46,7 @@ def ensure_base(spec: BootstrapSpec, engine: Engine, report: Reporter) -> str:
             f"base {spec.image_ref}: mmdebstrap is not installed",
             hint="apt-get install -y mmdebstrap (Debian/Ubuntu), or set base.image in the recipe",
         )
+    _check_emulation(spec)
     report(Message(f"base {spec.image_ref}: bootstrapping Debian {spec.suite} from {spec.mirror}"))
     with workdirs.scratch("base") as tmp:
         tarball = Path(tmp) / "base.tar"
@@ -64,6 +66,25 @@ def ensure_base(spec: BootstrapSpec, engine: Engine, report: Reporter) -> str:
         engine.tag(archive.image_id, spec.image_ref)
     report(Message(f"base {spec.image_ref}: imported (linux/{spec.architecture})"))
     return spec.image_ref
+
+
+# Debian's architecture -> the kernel's machine name and qemu's binfmt_misc handler for it.
+MACHINES = {"amd64": ("x86_64", "qemu-x86_64"), "arm64": ("aarch64", "qemu-aarch64")}
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
+
+
+def _check_emulation(spec: BootstrapSpec) -> None:
+    """mmdebstrap runs the foreign architecture's maintainer scripts here: without qemu's
+    handler it fails deep in its log. One line instead, naming what to set up."""
+    machine, handler = MACHINES.get(spec.architecture, ("", ""))
+    if platform.machine() == machine or (BINFMT / handler).exists():
+        return
+    raise BootstrapError(
+        f"base {spec.image_ref}: {spec.architecture} binaries cannot run on this "
+        f"{platform.machine()} host: no qemu handler ({BINFMT / handler})",
+        hint="./dev setup registers it (apt-get install qemu-user-static binfmt-support; "
+        "mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc)",
+    )
 
 
 def rootfs_archive(tarball: Path, spec: BootstrapSpec) -> NormalizedArchive:

@@ -27,6 +27,7 @@ from imagekit.credentials import secret_name
 from imagekit.datafiles import UserYamlError, read_user_text
 from imagekit.engine.client import Engine, Message, Reporter
 from imagekit.errors import BuildError, LockError, UsageError
+from imagekit.platforms import DEFAULT_PLATFORM
 from imagekit.recipe.loader import load_recipe
 
 
@@ -256,6 +257,10 @@ def build(recipe_path: Path, options: BuildOptions, report: Reporter) -> BuildRe
     started = time.monotonic()
     if plan.bootstrap is not None:
         ensure_base(plan.bootstrap, engine, report)
+    if plan.platform != DEFAULT_PLATFORM:
+        # The engine runs every RUN step in the base: a missing qemu handler is one line
+        # here (exit 6), not an exec format error at the first step.
+        engine.run_once(plan.base_image, ["/bin/true"], user="0")
     if plan.locked:
         _check_base(plan, lock, engine, options, report)
     build_args = dict(options.build_args)

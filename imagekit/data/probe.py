@@ -3,6 +3,7 @@ With mpi4py present it also does a real allreduce, proving ranks talk across con
 
 import json
 import os
+import platform
 import socket
 
 env = os.environ
@@ -13,6 +14,7 @@ record = {
     "node_rank": int(env.get("OMPI_COMM_WORLD_NODE_RANK", "-1")),
     "host": socket.gethostname(),
     "uid": os.getuid(),  # root, or a non-root profile's user (K1)
+    "machine": platform.machine(),  # A1: what the rank ran as (aarch64 under emulation too)
 }
 try:
     from mpi4py import MPI

@@ -822,7 +822,8 @@ def _cannot_exec(text: str) -> str | None:
     if found["format"]:
         return (
             f"cannot run {program}: exec format error (an image for another CPU "
-            "architecture? docker image inspect IMAGE --format '{{.Architecture}}')"
+            "architecture? docker image inspect IMAGE --format '{{.Architecture}}'; such an "
+            "image runs under qemu once its handler is registered: ./dev setup)"
         )
     return (
         f"has no {program} (distroless or scratch?); an MPIJob image needs a POSIX shell: "

@@ -506,18 +506,28 @@ def parse_probe(lines: list[str]) -> list[RankRecord]:
     for line in lines:
         _, marker, payload = line.partition("IMAGEKIT_PROBE ")
         if marker:
-            data = json.loads(payload)
-            records.append(
-                RankRecord(
-                    data["rank"],
-                    data["size"],
-                    data["local_rank"],
-                    data["host"],
-                    data.get("allreduce"),
-                    data.get("uid"),
-                )
-            )
+            record = _rank_record(payload)
+            if record is not None:
+                records.append(record)
     return sorted(records, key=lambda r: r.rank)
+
+
+def _rank_record(payload: str) -> RankRecord | None:
+    """One probe line; None for one that is not the probe's (a job's output is untrusted:
+    any program may print the marker)."""
+    try:
+        data = json.loads(payload)
+        record = RankRecord(
+            int(data["rank"]),
+            int(data["size"]),
+            int(data["local_rank"]),
+            str(data["host"]),
+            data.get("allreduce"),
+            data.get("uid"),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+    return record
 
 
 # sshd -e logs each login to the worker's container log; mpirun's ssh into a worker to start

@@ -8,6 +8,8 @@ import io
 import json
 import tarfile
 
+import pytest
+
 from imagekit.build.base import mmdebstrap_command, rootfs_archive
 from imagekit.build.plan import BootstrapSpec
 
@@ -59,3 +61,25 @@ def test_the_archive_is_a_loadable_docker_archive(tmp_path):
     assert config == archive.config
     assert hashlib.sha256(config).hexdigest() == archive.image_id.removeprefix("sha256:")
     assert layer == (tmp_path / "rootfs.tar").read_bytes()
+
+
+def test_a_foreign_bootstrap_without_qemu_is_one_line_naming_the_setup(tmp_path, monkeypatch):
+    from imagekit.build import base
+    from imagekit.errors import BootstrapError
+
+    monkeypatch.setattr(base, "BINFMT", tmp_path)  # no handler registered
+    monkeypatch.setattr(base.platform, "machine", lambda: "x86_64")
+    with pytest.raises(BootstrapError) as info:
+        base.ensure_base(ARM64, _NoBase(), report=lambda event: None)
+    assert "arm64 binaries cannot run on this x86_64 host: no qemu handler" in info.value.message
+    assert "./dev setup" in info.value.hint and "\n" not in info.value.message
+    (tmp_path / "qemu-aarch64").write_text("enabled\n")
+    base._check_emulation(ARM64)  # registered: nothing to say
+    base._check_emulation(SPEC)  # native: never needs one
+
+
+class _NoBase:
+    """An engine that has no base yet (ensure_base's only question before bootstrapping)."""
+
+    def image_exists(self, ref: str) -> bool:
+        return False

@@ -11,6 +11,7 @@ from imagekit.run.smoke import (
     default_command,
     diagnose,
     launcher_env,
+    parse_probe,
     rank_problems,
     topology,
 )
@@ -102,3 +103,18 @@ def test_diagnoses_name_the_faq_cause_with_evidence():
         "W3"
     )
     assert diagnose("all good") == []
+
+
+def test_probe_lines_a_job_printed_itself_are_not_ranks():
+    """A job's output is untrusted: a line with the marker that is not the probe's record is
+    passed over, never a traceback."""
+    good = 'IMAGEKIT_PROBE {"rank": 0, "size": 1, "local_rank": 0, "host": "w0", "machine": "x"}'
+    lines = [
+        good,
+        "IMAGEKIT_PROBE {",
+        "IMAGEKIT_PROBE []",
+        'IMAGEKIT_PROBE {"rank": "zero", "size": 1, "local_rank": 0, "host": "w0"}',
+        'IMAGEKIT_PROBE {"size": 1}',
+        "IMAGEKIT_PROBE " + "[" * 100000,
+    ]
+    assert [(r.rank, r.host) for r in parse_probe(lines)] == [(0, "w0")]
