@@ -44,7 +44,7 @@ FABRIC_PACKAGES = ("libibverbs1", "ibverbs-providers", "librdmacm1", "ibverbs-ut
 UCX_PACKAGES = ("libucx0", "ucx-utils")  # Open MPI's UCX PML, ucx_info
 OPENMPI_BUILD_PACKAGES = ("curl", "bzip2", "file", "perl")
 # An rdma recipe's Open MPI from source: configure finds verbs and UCX through their headers
-# (builder stage only); the image gets the runtime libraries in its fabric layer.
+# (builder stage only); the runtime libraries go into the stage that receives Open MPI.
 OPENMPI_FABRIC_BUILD_PACKAGES = ("libibverbs-dev", "librdmacm-dev")
 OPENMPI_UCX_BUILD_PACKAGES = ("libucx-dev",)
 # cuda.source: wheels -- nvcc for DeepSpeed's prebuilt ops, in the deepspeed builder stage only

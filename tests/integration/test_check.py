@@ -355,7 +355,8 @@ def _image_of_files(engine, ref: str, files: dict[str, bytes]) -> str:
         (
             {"bin/sh": b"\x7fELF\x02\x01\x01\x00not for this machine"},  # another CPU's shell
             "cannot run /bin/sh: exec format error (an image for another CPU architecture? "
-            "docker image inspect IMAGE --format '{{.Architecture}}')",
+            "docker image inspect IMAGE --format '{{.Architecture}}'; such an image runs "
+            "under qemu once its handler is registered: ./dev setup)",
         ),
     ],
     ids=["no-shell", "foreign-shell"],
