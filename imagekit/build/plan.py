@@ -376,15 +376,14 @@ def mca_files(mca: Mapping[str, object], ompi_major: int) -> tuple[McaLines, Mca
     one file before Open MPI 5, two from it, ORTE's names mapped onto PRRTE's (K3). Recipes'
     images and `imagekit adapt` write the same lines."""
     if ompi_major < 5:
-        lines = tuple((k, str(v), MCA_WHY.get(k, "set by the recipe")) for k, v in mca.items())
-        return lines, ()
+        return tuple((k, str(v), _mca_why(k, v)) for k, v in mca.items()), ()
     mpi: list[tuple[str, str, str]] = []
     prte: dict[str, tuple[str, str, str]] = {
         k: (k, v, MCA_WHY[k]) for k, v in OPENMPI5_DEFAULT_PRTE.items()
     }
     for key, value in mca.items():
         name = OMPI5_MCA_RENAMES.get(key, key)
-        why = MCA_WHY.get(key, "set by the recipe")
+        why = _mca_why(key, value)
         if name != key:
             why = f"{why} (Open MPI 5's name for {key})"
         if name.startswith(PRTE_PREFIXES):
@@ -392,6 +391,14 @@ def mca_files(mca: Mapping[str, object], ompi_major: int) -> tuple[McaLines, Mca
         else:
             mpi.append((name, str(value), why))
     return tuple(mpi), tuple(prte.values())
+
+
+def _mca_why(key: str, value: object) -> str:
+    """The comment of one MCA line: L4's reason is for ob1; a pml that names ucx is an RDMA
+    cluster's choice (F1)."""
+    if key == "pml" and "ucx" in str(value):
+        return "F1: UCX carries MPI over the RDMA fabric (set by the recipe)"
+    return MCA_WHY.get(key, "set by the recipe")
 
 
 def expected_versions(r: Recipe) -> dict[str, str]:

@@ -149,6 +149,8 @@ def test_an_explicit_ucx_pml_is_kept(tmp_path):
         load_recipe(_recipe(tmp_path, "{fabric: rdma, providers: [mlx5]}", "{pml: ucx}"))
     )
     assert ("pml", "ucx") in {(name, value) for name, value, _ in plan.mca}
+    why = next(why for name, _, why in plan.mca if name == "pml")
+    assert why.startswith("F1:") and "ob1" not in why  # not L4's reason, which is for ob1
 
 
 # -- the check's fabric section (probed units) --------------------------------------------------
