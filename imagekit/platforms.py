@@ -9,6 +9,9 @@ from typing import Literal
 Platform = Literal["linux/amd64", "linux/arm64"]
 DEFAULT_PLATFORM: Platform = "linux/amd64"
 PLATFORMS: tuple[Platform, ...] = ("linux/amd64", "linux/arm64")
+# Architecture -> the kernel's machine name (uname -m) and qemu's binfmt_misc handler, which
+# runs that architecture's binaries on another host.
+MACHINES = {"amd64": ("x86_64", "qemu-x86_64"), "arm64": ("aarch64", "qemu-aarch64")}
 
 
 def architecture(platform: str) -> str:

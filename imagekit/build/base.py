@@ -9,14 +9,14 @@ import os
 import platform
 import shutil
 import subprocess
-from datetime import datetime, timezone
 from pathlib import Path
 
 from imagekit import workdirs
-from imagekit.build.normalize import LayerResult, NormalizedArchive, config_bytes
+from imagekit.build.normalize import LayerResult, NormalizedArchive, config_bytes, epoch_stamp
 from imagekit.build.plan import BootstrapSpec, Plan
 from imagekit.engine.client import Engine, Message, Reporter
 from imagekit.errors import BootstrapError, ImageNotFoundError
+from imagekit.platforms import MACHINES
 
 
 def mmdebstrap_command(spec: BootstrapSpec, tarball: Path) -> list[str]:
@@ -68,8 +68,6 @@ def ensure_base(spec: BootstrapSpec, engine: Engine, report: Reporter) -> str:
     return spec.image_ref
 
 
-# Debian's architecture -> the kernel's machine name and qemu's binfmt_misc handler for it.
-MACHINES = {"amd64": ("x86_64", "qemu-x86_64"), "arm64": ("aarch64", "qemu-aarch64")}
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 
 
@@ -97,7 +95,7 @@ def rootfs_archive(tarball: Path, spec: BootstrapSpec) -> NormalizedArchive:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     diff_id = f"sha256:{digest.hexdigest()}"
-    stamp = datetime.fromtimestamp(spec.epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = epoch_stamp(spec.epoch)
     config = {
         "architecture": spec.architecture,
         "os": "linux",

@@ -92,9 +92,14 @@ def normalize_layer(src: IO[bytes], dst: IO[bytes], epoch: int) -> tuple[str, in
     return f"sha256:{out.digest.hexdigest()}", out.size, clamped
 
 
+def epoch_stamp(epoch: int) -> str:
+    """An image config's time for SOURCE_DATE_EPOCH (RFC 3339, UTC)."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def normalize_config(config: dict[str, Any], diff_ids: list[str], epoch: int) -> dict[str, Any]:
     """The image config with build-time randomness and wall-clock times taken out."""
-    stamp = datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = epoch_stamp(epoch)
     result = {k: v for k, v in config.items() if k not in DROPPED_CONFIG}
     result["created"] = stamp
     result["history"] = [{**h, "created": stamp} for h in config.get("history", [])]

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.build.base import ensure_base
+from imagekit.build.base import BINFMT, ensure_base
 from imagekit.build.plan import BootstrapSpec
+from imagekit.platforms import MACHINES
 
 from .conftest import imagekit, run_in
 
@@ -27,7 +28,7 @@ ARM64_BASE = BootstrapSpec(
     include=("ca-certificates", "python3"),
     architecture="arm64",
 )
-QEMU_HANDLER = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
+QEMU_HANDLER = BINFMT / MACHINES["arm64"][1]
 FOREIGN = "/usr/lib/python3/dist-packages/fastpath/_native.so"
 
 
