@@ -268,7 +268,7 @@ def make_plan(loaded: LoadedRecipe, platform: str | None = None) -> Plan:
             [f"{loaded.path}: platforms: {', '.join(r.platforms)}; not {platform} (--platform)"]
         )
     accel = "cpu" if r.cuda is None else "gpu"
-    expected = expected_versions(r)
+    expected = expected_versions(r, platform)
     suffix = tag_suffix(platform)
     version_tag = image_tag(r) + suffix
     repo = r.image.name
@@ -297,7 +297,7 @@ def make_plan(loaded: LoadedRecipe, platform: str | None = None) -> Plan:
         fabric_packages=_fabric_packages(r),
         fabric_mca=_fabric_mca(r, ompi_major),
         openmpi_tarball=tarball,
-        pip_steps=_pip_steps(r),
+        pip_steps=_pip_steps(r, platform),
         torch_index_url=r.torch.index_url,
         prebuild_ops=() if cuda_source == "wheels" else r.deepspeed.prebuild_ops,
         ds_accelerator="cpu" if r.cuda is None else "cuda",
@@ -401,12 +401,12 @@ def _mca_why(key: str, value: object) -> str:
     return MCA_WHY.get(key, "set by the recipe")
 
 
-def expected_versions(r: Recipe) -> dict[str, str]:
+def expected_versions(r: Recipe, platform: str = DEFAULT_PLATFORM) -> dict[str, str]:
     """What the image claims (R12); check compares these with what is inside."""
     versions = {
         "python": r.python.version,
         "openmpi": r.openmpi.version,
-        "torch": torch_pin(r) if r.torch.source == "pip" else r.torch.version,
+        "torch": torch_pin(r, platform) if r.torch.source == "pip" else r.torch.version,
         "deepspeed": r.deepspeed.version,
         "nccl": r.nccl.version,
     }
@@ -415,11 +415,15 @@ def expected_versions(r: Recipe) -> dict[str, str]:
     return versions
 
 
-def torch_pin(r: Recipe) -> str:
-    """PyTorch's own indexes publish local versions: 2.1.2+cu121, 2.13.0+cpu. PyPI's Linux
-    wheels (cuda.source: wheels, no index_url) carry none: 2.6.0 is the cu124 build there."""
+def torch_pin(r: Recipe, platform: str = DEFAULT_PLATFORM) -> str:
+    """PyTorch's own indexes publish local versions: 2.1.2+cu121, 2.13.0+cpu (a --wheelhouse
+    stands in for them). PyPI's Linux wheels (no index_url) carry none: on x86-64 2.6.0 is
+    the cu124 build there (cuda.source: wheels), on aarch64 2.9.1 the CPU build (compat.yaml's
+    pypi_torch says which build PyPI has)."""
     version = Version(r.torch.version)
-    if version.local or _pypi_cuda_torch(r):
+    if version.local or (
+        r.torch.index_url is None and (_pypi_cuda_torch(r) or platform != DEFAULT_PLATFORM)
+    ):
         return str(version)
     return f"{version}+{r.torch.variant}"
 
@@ -488,11 +492,11 @@ def _openmpi_tarball(r: Recipe) -> dict[str, str] | None:
     }
 
 
-def _pip_steps(r: Recipe) -> tuple[PipStep, ...]:
+def _pip_steps(r: Recipe, platform: str) -> tuple[PipStep, ...]:
     """Separate stages so a DeepSpeed bump leaves the torch layer cached."""
     steps = []
     if r.torch.source == "pip":
-        steps.append(PipStep("torch", (f"torch=={torch_pin(r)}",)))
+        steps.append(PipStep("torch", (f"torch=={torch_pin(r, platform)}",)))
     below = tuple(s.stage for s in steps)
     steps.append(PipStep("deepspeed", (f"deepspeed=={r.deepspeed.version}",), needs=below))
     if r.packages.pip:

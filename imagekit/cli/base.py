@@ -45,6 +45,15 @@ GPUS_OPTION = click.option(
 )
 
 
+# check, smoke and publish: which platform's image of a RECIPE target (build and lock have
+# their own wording among the build inputs).
+PLATFORM_OPTION = click.option(
+    "--platform",
+    type=click.Choice(PLATFORMS),
+    help="With a RECIPE: its image for this one of its platforms (default: its first).",
+)
+
+
 class Command(click.Command):
     """A bad value that came from an environment variable (IMAGEKIT_WHEELHOUSE...) is named
     as such: '--wheelhouse (from $IMAGEKIT_WHEELHOUSE) X: ...', since the user may not have

@@ -22,12 +22,13 @@ from imagekit.cli.console import escape
 from imagekit.errors import (
     UsageError,
 )
+from imagekit.platforms import PLATFORMS
 
 # -- publish and inventory -----------------------------------------------------------------------
 
 
 @cli.command()
-@click.argument("target")
+@click.argument("targets", metavar="TARGET...", nargs=-1, required=True)
 @click.option("--registry", required=True, help="HOST[:PORT][/NAMESPACE] to push to.")
 @click.option(
     "--tag", "tags", multiple=True, help="Version tag (repeatable; default: the image's own)."
@@ -44,26 +45,40 @@ from imagekit.errors import (
     help="Refuse without a passing check report (default: on when CI=true).",
 )
 @click.option(
-    "--check-report", type=FileOut, help="JSON report of `imagekit check IMAGE --report`."
+    "--check-report",
+    "check_reports",
+    type=FileOut,
+    multiple=True,
+    help="JSON report of `imagekit check IMAGE --report` (one per image; repeatable).",
 )
 @click.option("--force", is_flag=True, help="Overwrite a version tag that points at another image.")
 @click.option("--record", type=FileOut, help="Write a JSON record of what was pushed.")
 @click.option(
     "--retries", default=3, show_default=True, help="Attempts on transient registry errors."
 )
-def publish(target, moving, require_check, **kw):
-    """Push TARGET (a recipe's image, or any image) to a registry, checked and immutable."""
-    from imagekit.build.targets import publish_target
+@click.option(
+    "--platform",
+    "platforms",
+    type=click.Choice(PLATFORMS),
+    multiple=True,
+    help="With a RECIPE: its image for this platform (repeatable: several make one index).",
+)
+def publish(targets, moving, require_check, platforms, **kw):
+    """Push TARGET (a recipe's image, or any image) to a registry, checked and immutable.
+
+    Several TARGETs, one per platform, are pushed as one multi-platform image index."""
+    from imagekit.build.targets import publish_targets
     from imagekit.cli.progress import PlainReporter
     from imagekit.image.publish import PublishOptions
     from imagekit.image.publish import publish as run_publish
 
-    image, recipe_moving = publish_target(target)
+    images, recipe_moving = publish_targets(targets, platforms)
     if require_check is None:
         require_check = os.environ.get("CI") == "true"
     options = PublishOptions(moving_tags=moving or recipe_moving, require_check=require_check, **kw)
-    result = run_publish(image, options, PlainReporter(err.real))
-    out.print(f"[green]published[/] {result.repository}@{result.digest}")
+    result = run_publish(images, options, PlainReporter(err.real))
+    out.print(f"[green]published[/] {escape(result.repository)}@{result.digest}")
+    echo_lines([f"  {p.platform}: {escape(p.tag)} {p.digest}" for p in result.platforms])
     echo_lines([f"  {escape(ref)}" for ref in result.references[1:]])
     if options.record is not None:
         out.print(f"record written to {escape(str(options.record))}")

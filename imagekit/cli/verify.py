@@ -13,6 +13,7 @@ from imagekit import operators
 from imagekit.cli import display
 from imagekit.cli.base import (
     GPUS_OPTION,
+    PLATFORM_OPTION,
     FileOut,
     RecipeArg,
     cli,
@@ -57,7 +58,8 @@ from imagekit.errors import (
     help="Format of every --report (default: from each file's suffix).",
 )
 @GPUS_OPTION
-def check_cmd(image, profile, recipe, port, report_paths, fmt, gpus) -> None:
+@PLATFORM_OPTION
+def check_cmd(image, profile, recipe, port, report_paths, fmt, gpus, platform) -> None:
     """Check IMAGE (any image, built by imagekit or not; or a RECIPE's image) against a profile."""
     from imagekit.build.targets import resolve_target
     from imagekit.checks.report import report_format
@@ -65,7 +67,7 @@ def check_cmd(image, profile, recipe, port, report_paths, fmt, gpus) -> None:
 
     chosen = load_profile(profile)
     reports = [(path, report_format(path, fmt)) for path in report_paths]  # before any work
-    image, target_recipe = resolve_target(image)
+    image, target_recipe = resolve_target(image, platform)
     _check_and_report(image, chosen, reports, recipe=recipe or target_recipe, port=port, gpus=gpus)
 
 
@@ -237,8 +239,9 @@ def _copy_spec(ctx, param, values: tuple[str, ...]) -> tuple[tuple[Path, str], .
     "prove every rank selected it (default: the profile's fabric, else the image's label).",
 )
 @GPUS_OPTION
+@PLATFORM_OPTION
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, callback=command_words)
-def smoke(image: str, profile: str | None, **kw) -> None:
+def smoke(image: str, profile: str | None, platform: str | None, **kw) -> None:
     """Run an MPIJob the way the operator does: launcher + workers over real ssh and mpirun.
 
     COMMAND (after --) runs in the launcher; the default is the platform's recommended mpirun
@@ -264,7 +267,8 @@ def smoke(image: str, profile: str | None, **kw) -> None:
         )
         if kw["fabric"] is None and chosen.fabric == "rdma":
             kw["fabric"] = "rdma"
-    result = run_smoke(resolve_target(image)[0], SmokeOptions(**kw), PlainReporter(err.real))
+    target = resolve_target(image, platform)[0]
+    result = run_smoke(target, SmokeOptions(**kw), PlainReporter(err.real))
     table, lines = display.smoke_table(result)
     if table is not None:
         out.print(table)

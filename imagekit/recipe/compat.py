@@ -329,6 +329,50 @@ def deepspeed_install_ops(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
             )
 
 
+def pypi_torch(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
+    """A recipe taking torch from PyPI (source pip, no index_url) gets the build PyPI has for
+    each of its platforms: CUDA on x86-64; CPU, then CUDA 13, on aarch64."""
+    if r.torch.source != "pip" or r.torch.index_url:
+        return
+    if "linux/amd64" in r.platforms and r.torch.variant == "cpu":
+        yield _warn(  # a --wheelhouse holding the +cpu wheel stands in for the index
+            "torch.index_url",
+            "PyPI's torch for linux/amd64 is a CUDA build: a CPU torch needs PyTorch's CPU "
+            "index (https://download.pytorch.org/whl/cpu) or a --wheelhouse with its wheel",
+            rule,
+        )
+    if "linux/arm64" in r.platforms:
+        yield from _pypi_torch_aarch64(r, rule)
+
+
+def _pypi_torch_aarch64(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
+    facts = rule["aarch64"]
+    version = Version(minor(r.torch.version))
+    if version < Version(facts["first"]):
+        yield _warn("torch.version", f"no aarch64 rule for torch {r.torch.version}", rule)
+    elif r.torch.variant == "cpu" and version >= Version(facts["cuda_from"]):
+        yield _err(
+            "torch.variant",
+            f"PyPI's torch {r.torch.version} for linux/arm64 is a CUDA build "
+            f"({facts['cuda_variant']}); its CPU builds end at {facts['cpu_through']}",
+            rule,
+        )
+    elif r.torch.variant != "cpu" and version <= Version(facts["cpu_through"]):
+        yield _err(
+            "torch.variant",
+            f"PyPI's torch {r.torch.version} for linux/arm64 is a CPU build; use cpu, or "
+            f"torch >= {facts['cuda_from']} ({facts['cuda_variant']})",
+            rule,
+        )
+    elif r.torch.variant not in ("cpu", facts["cuda_variant"]):
+        yield _err(
+            "torch.variant",
+            f"PyPI's torch {r.torch.version} for linux/arm64 is {facts['cuda_variant']}, "
+            f"not {r.torch.variant}",
+            rule,
+        )
+
+
 RULES: dict[str, Rule] = {
     "torch_python": torch_python,
     "torch_cuda_variants": torch_cuda_variants,
@@ -344,4 +388,5 @@ RULES: dict[str, Rule] = {
     "nvidia_cuda_tags": nvidia_cuda_tags,
     "cuda_wheels": cuda_wheels,
     "deepspeed_install_ops": deepspeed_install_ops,
+    "pypi_torch": pypi_torch,
 }

@@ -1,10 +1,10 @@
-"""A1 on real arm64 images under emulation. A Debian 12 arm64 base bootstrapped the way
-recipes' bases are (build/base.py: mmdebstrap, loaded with its platform in the config), its
-binaries run by qemu, and the architecture check passing it and failing the same image
-carrying one amd64 library, naming the file. Needs qemu-user-static's handlers registered
-(`./dev` sets them up; CI fails rather than skips without them). The arm64 recipe cell
-(deepspeed-cpu-ompi5 --platform linux/arm64) is not here: under emulation its build alone
-takes longer than CI can give it today (docs/how-to/arm64.md has the times)."""
+"""The arm64 cell under emulation (A1): recipes/deepspeed-cpu-arm64.yaml built from its lock
+for linux/arm64 on this amd64 host, its binaries run by qemu; checked (the architecture check
+reading every native file), smoke-run as 2 workers x 2 slots with every rank on a worker and
+running as aarch64, failing the architecture check once it carries one amd64 library, and
+published with deepspeed-cpu's amd64 image as one multi-arch index to a real registry, then
+pulled back per platform. Needs qemu-user-static's handlers registered (`./dev` sets them up;
+CI fails rather than skips without them). docs/how-to/arm64.md has what emulation costs."""
 
 from __future__ import annotations
 
@@ -15,19 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.build.base import BINFMT, ensure_base
-from imagekit.build.plan import BootstrapSpec
+from imagekit.build.base import BINFMT
+from imagekit.engine.registry import RegistryClient
 from imagekit.platforms import MACHINES
 
-from .conftest import imagekit, run_in
+from .conftest import RECIPES, build_for_real, imagekit, marked, run_in
+from .test_publish import Registry, publish, running
+from .test_smoke import nothing_left
 
-ARM64_BASE = BootstrapSpec(
-    suite="bookworm",
-    mirror="http://deb.debian.org/debian",
-    epoch=1700000000,
-    include=("ca-certificates", "python3"),
-    architecture="arm64",
-)
+ARM64_RECIPE = RECIPES / "deepspeed-cpu-arm64.yaml"
 QEMU_HANDLER = BINFMT / MACHINES["arm64"][1]
 FOREIGN = "/usr/lib/python3/dist-packages/fastpath/_native.so"
 
@@ -41,42 +37,130 @@ def _needs_emulation() -> None:
 
 
 @pytest.fixture(scope="module")
-def arm64_base(engine):
+def arm64_image(engine):
     _needs_emulation()
-    return ensure_base(ARM64_BASE, engine, report=lambda event: None)
+    return build_for_real(engine, ARM64_RECIPE)
+
+
+@pytest.fixture(scope="module")
+def arm64_check(arm64_image, tmp_path_factory) -> tuple[Path, dict, str]:
+    """`imagekit check` of the cell, once: (the report, its rows by id, the output)."""
+    report = tmp_path_factory.mktemp("arm64-check") / "check.json"
+    result = imagekit("check", arm64_image.ref, "--report", str(report), timeout=1800)
+    rows = {r["id"]: r for r in json.loads(report.read_text())["results"]}
+    return report, rows, result.stdout + result.stderr
 
 
 def _architecture_row(image: str, tmp_path: Path) -> tuple[dict, str]:
     report = tmp_path / "report.json"
-    result = imagekit("check", image, "--report", str(report), timeout=900)
+    result = imagekit("check", image, "--report", str(report), timeout=1800)
     rows = {r["id"]: r for r in json.loads(report.read_text())["results"]}
     return rows["architecture"], result.stdout + result.stderr
 
 
-def test_an_arm64_base_says_arm64_and_runs_aarch64_binaries(engine, arm64_base):
-    info = engine.inspect_image(arm64_base)
+def test_the_arm64_cell_is_arm64_throughout(engine, arm64_image):
+    info = engine.inspect_image(arm64_image.ref)
     assert (info["Os"], info["Architecture"]) == ("linux", "arm64")
-    code, out = run_in(engine, arm64_base, "uname -m; python3 -c 'print(1 + 1)'")
-    assert code == 0 and out.split() == ["aarch64", "2"], out
+    assert info["Config"]["Labels"]["io.imagekit.platform"] == "linux/arm64"
+    code, out = run_in(
+        engine,
+        arm64_image.ref,
+        "uname -m; mpirun --version | head -1; python3 -c 'import torch, deepspeed, mpi4py;"
+        " print(torch.__version__, deepspeed.__version__, mpi4py.__version__)'",
+    )
+    assert code == 0, out
+    lines = out.strip().splitlines()
+    assert lines[0] == "aarch64" and "4.1.4" in lines[1], out
+    assert lines[-1].split() == ["2.9.1", "0.19.8", "4.1.2"], out
 
 
-def test_the_architecture_check_passes_arm64_and_names_an_amd64_library(
-    engine, arm64_base, tmp_path
+def test_the_arm64_cell_passes_every_check(arm64_check):
+    report, rows, output = arm64_check
+    assert json.loads(report.read_text())["passed"], output[-4000:]
+    assert rows["architecture"]["status"] in ("pass", "info"), output[-4000:]
+    assert "all aarch64 (config: arm64)" in rows["architecture"]["evidence"]
+    for required in ("mpirun-two-ranks", "version-openmpi", "version-torch"):
+        assert rows[required]["status"] in ("pass", "info"), rows[required]
+
+
+def test_the_arm64_cell_smoke_runs_its_ranks_on_the_workers_as_aarch64(engine, arm64_image):
+    result = imagekit("smoke", arm64_image.ref, "--workers", "2", "--slots", "2", timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    probes = marked(result.stderr, "IMAGEKIT_PROBE")
+    assert sorted(p["rank"] for p in probes) == [0, 1, 2, 3]
+    for p in probes:
+        assert p["host"].endswith(f"-worker-{p['rank'] // 2}") and p["size"] == 4
+        assert p["machine"] == "aarch64" and p["allreduce"] == 4
+    assert "PASSED 2 workers x 2 slots" in result.stdout
+    nothing_left(engine)
+
+
+def test_the_architecture_check_names_an_amd64_library_in_the_arm64_cell(
+    engine, arm64_image, tmp_path
 ):
-    row, output = _architecture_row(arm64_base, tmp_path / "base")
-    assert row["status"] in ("pass", "info"), output
-    assert "all aarch64 (config: arm64)" in row["evidence"]
-
-    # The same image with one x86-64 library where a Python package would load it from.
+    # The cell with one x86-64 library where a Python package would load it from.
     context = tmp_path / "ctx"
     context.mkdir()
     host_binary = Path(os.path.realpath("/usr/bin/true"))  # an ELF file of this (amd64) host
     assert host_binary.read_bytes()[:4] == b"\x7fELF"
     shutil.copyfile(host_binary, context / "native.so")
-    (context / "Dockerfile").write_text(f"FROM {arm64_base}\nCOPY native.so {FOREIGN}\n")
+    (context / "Dockerfile").write_text(f"FROM {arm64_image.ref}\nCOPY native.so {FOREIGN}\n")
     outcome = engine.build(context, report=lambda event: None)
     ref = "imagekit-test/arm64-foreign:latest"
     engine.tag(outcome.image_id, ref)
-    row, output = _architecture_row(ref, tmp_path / "foreign")
+    try:
+        row, output = _architecture_row(ref, tmp_path / "foreign")
+    finally:
+        engine.remove_image(ref)
     assert row["status"] == "fail", output
     assert f"{FOREIGN} (x86-64)" in row["evidence"] and "1 of " in row["evidence"], row
+
+
+def test_the_cell_and_its_amd64_sibling_publish_as_one_index_pulled_per_platform(
+    engine, arm64_image, arm64_check, cpu_image, tmp_path
+):
+    amd64_report = tmp_path / "amd64.json"
+    result = imagekit("check", cpu_image.ref, "--report", str(amd64_report), timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:]
+    with running(Registry(tmp_path)) as reg:
+        record_path = tmp_path / "record.json"
+        args = [cpu_image.ref, arm64_image.ref, "--registry", f"{reg.host}/team"]
+        args += ["--require-check", "--check-report", str(amd64_report)]
+        args += ["--check-report", str(arm64_check[0]), "--record", str(record_path)]
+        result = publish(*args)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        record = json.loads(record_path.read_text())
+        repository, tag = record["repository"], "23.08-cpu-py311-debian12"
+        assert repository == f"{reg.host}/team/deepspeed-training"
+        assert record["version_tags"] == [tag] and record["check_passed"] is True
+        assert [(p["platform"], p["tag"], p["image_id"]) for p in record["platforms"]] == [
+            ("linux/amd64", f"{tag}-amd64", cpu_image.image_id),
+            ("linux/arm64", f"{tag}-arm64", arm64_image.image_id),
+        ]
+        client = RegistryClient.for_repository(repository)
+        assert client.index_configs(tag) == {
+            "linux/amd64": cpu_image.image_id,
+            "linux/arm64": arm64_image.image_id,
+        }
+        assert client.descriptor(tag).digest == record["digest"]
+
+        # A pull on either architecture gets its own image: the engine resolves the index.
+        pulled = f"{repository}:{tag}"
+        try:
+            for platform, image in (("linux/arm64", arm64_image), ("linux/amd64", cpu_image)):
+                engine.client.images.pull(repository, tag=tag, platform=platform)
+                info = engine.inspect_image(pulled)
+                assert f"{info['Os']}/{info['Architecture']}" == platform
+                assert info["Id"] == image.image_id
+        finally:
+            engine.remove_image_tag(pulled)
+
+        # The index's tag is immutable like any version tag: one image is refused there.
+        alone = publish(cpu_image.ref, "--registry", f"{reg.host}/team", "--tag", tag)
+        assert alone.returncode == 13, alone.stderr[-2000:]
+        assert "already points at an index (linux/amd64, linux/arm64)" in alone.stderr
+
+        # Publishing the same images again moves nothing and succeeds.
+        again = publish(*args)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert json.loads(record_path.read_text())["digest"] == record["digest"]

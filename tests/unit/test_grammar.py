@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from imagekit import grammar
-from imagekit.build.targets import publish_target
+from imagekit.build.targets import publish_targets
 from imagekit.engine.client import split_ref
 
 from ..conftest import RECIPES
@@ -66,8 +66,20 @@ def test_one_parser_for_image_references(ref, name, tag, digest):
 
 
 def test_a_recipes_moving_tags_are_their_tags():
-    image, moving = publish_target(str(RECIPES / "deepspeed-cpu.yaml"))
-    assert image == "deepspeed-training:23.08-cpu-py311-debian12" and moving == ("latest-cpu",)
+    images, moving = publish_targets((str(RECIPES / "deepspeed-cpu.yaml"),))
+    assert images == ("deepspeed-training:23.08-cpu-py311-debian12",)
+    assert moving == ("latest-cpu",)
+
+
+def test_an_index_takes_the_platforms_moving_tags_without_their_suffix():
+    images, moving = publish_targets(
+        (str(RECIPES / "deepspeed-cpu.yaml"), str(RECIPES / "deepspeed-cpu-arm64.yaml"))
+    )
+    assert images == (
+        "deepspeed-training:23.08-cpu-py311-debian12",
+        "deepspeed-training:23.08-cpu-py311-debian12-arm64",
+    )
+    assert moving == ("latest-cpu",)
 
 
 def test_shown_keeps_an_error_on_one_line():

@@ -85,3 +85,82 @@ def test_build_dry_run_renders_the_arm64_plan(tmp_path, capsys):
     assert 'io.imagekit.platform="linux/arm64"' in out
     code, out, err = run(capsys, "build", str(CPU), "--platform", "linux/arm64", "--dry-run")
     assert code == 2 and "not linux/arm64 (--platform)" in err and "Traceback" not in err
+
+
+ARM64 = RECIPES / "deepspeed-cpu-arm64.yaml"
+
+
+@pytest.mark.parametrize(
+    ("torch", "message"),
+    [
+        ('{version: "2.11.0"}', "torch 2.11.0 for linux/arm64 is a CUDA build (cu130)"),
+        ('{version: "2.13.0"}', "its CPU builds end at 2.10"),
+        ("{variant: cu126}", "torch 2.9.1 for linux/arm64 is a CPU build; use cpu"),
+    ],
+)
+def test_pypi_torch_for_arm64_is_what_pypi_has(tmp_path, torch, message):
+    path = tmp_path / "arm.yaml"
+    path.write_text(f"extends: {ARM64}\nname: arm\ntorch: {torch}\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    assert any(message in p and "Traceback" not in p for p in info.value.problems), (
+        info.value.problems
+    )
+
+
+def test_pypi_torch_for_arm64_within_the_cpu_builds_or_from_an_index_passes(tmp_path):
+    load_recipe(ARM64)
+    path = tmp_path / "arm.yaml"
+    path.write_text(
+        f"extends: {ARM64}\nname: arm\n"
+        'torch: {version: "2.13.0", index_url: "https://download.pytorch.org/whl/cpu"}\n'
+    )
+    assert load_recipe(path).recipe.torch.version == "2.13.0"
+
+
+def test_publish_takes_a_recipes_image_per_platform_for_one_index():
+    from imagekit.build.targets import publish_targets
+
+    ompi5 = str(RECIPES / "deepspeed-cpu-ompi5.yaml")
+    images, moving = publish_targets((ompi5,), ("linux/amd64", "linux/arm64"))
+    assert images == (
+        "deepspeed-training:23.08-cpu-py313-debian13",
+        "deepspeed-training:23.08-cpu-py313-debian13-arm64",
+    )
+    assert moving == ("latest-cpu-ompi5",)
+
+
+@pytest.mark.parametrize("command", ["check", "smoke"])
+def test_a_platform_for_an_image_target_is_one_line(capsys, command):
+    code, _, err = run(capsys, command, "some/image:1", "--platform", "linux/arm64")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--platform linux/arm64: picks a recipe's image; some/image:1 is an image" in err
+
+
+def test_a_recipe_target_resolves_to_the_named_platforms_image():
+    from imagekit.build.targets import resolve_target
+
+    ompi5 = RECIPES / "deepspeed-cpu-ompi5.yaml"
+    assert resolve_target(str(ompi5), "linux/arm64") == (
+        "deepspeed-training:23.08-cpu-py313-debian13-arm64",
+        ompi5,
+    )
+    with pytest.raises(RecipeError, match="not linux/arm64"):
+        resolve_target(str(CPU), "linux/arm64")
+
+
+def test_a_cpu_torch_from_pypi_for_amd64_is_warned_of(tmp_path):
+    from imagekit.recipe import compat
+
+    path = tmp_path / "amd.yaml"
+    path.write_text(f"extends: {ARM64}\nname: amd\nplatforms: [linux/amd64, linux/arm64]\n")
+    warnings = compat.warnings(load_recipe(path).recipe)
+    assert any("PyPI's torch for linux/amd64 is a CUDA build" in w for w in warnings), warnings
+
+
+def test_pypi_torch_is_pinned_without_a_local_version_where_pypi_has_none():
+    from imagekit.build.plan import torch_pin
+
+    assert torch_pin(load_recipe(ARM64).recipe, "linux/arm64") == "2.9.1"
+    assert torch_pin(load_recipe(CPU).recipe) == "2.13.0+cpu"
+    assert make_plan(load_recipe(ARM64)).expected["torch"] == "2.9.1"
