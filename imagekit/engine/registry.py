@@ -29,6 +29,9 @@ ANY_MANIFEST_TYPES = ", ".join([DOCKER_MANIFEST, OCI_MANIFEST, DOCKER_INDEX, OCI
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_INDEX_ENTRIES = 64
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+PLATFORM_WORD = re.compile(
+    r"[a-z0-9_.-]{1,32}"
+)  # an index's os or architecture, as OCI spells them
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,10 @@ class RegistryClient:
             entries = body["manifests"][:MAX_INDEX_ENTRIES]
             found = {}
             for entry in entries:
-                platform = f"{entry['platform']['os']}/{entry['platform']['architecture']}"
+                words = (entry["platform"]["os"], entry["platform"]["architecture"])
+                if not all(isinstance(w, str) and PLATFORM_WORD.fullmatch(w) for w in words):
+                    raise ValueError(words)
+                platform = "/".join(words)
                 digest = entry["digest"]
                 if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
                     raise ValueError(digest)

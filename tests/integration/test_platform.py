@@ -71,7 +71,9 @@ def test_the_arm64_cell_is_arm64_throughout(engine, arm64_image):
     assert code == 0, out
     lines = out.strip().splitlines()
     assert lines[0] == "aarch64" and "4.1.4" in lines[1], out
-    assert lines[-1].split() == ["2.9.1", "0.19.8", "4.1.2"], out
+    torch, deepspeed, mpi4py = lines[-1].split()
+    assert torch.split("+")[0] == "2.9.1", out  # PyPI's aarch64 build says 2.9.1+cpu inside
+    assert (deepspeed, mpi4py) == ("0.19.8", "4.1.2"), out
 
 
 def test_the_arm64_cell_passes_every_check(arm64_check):
