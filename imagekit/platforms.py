@@ -27,3 +27,12 @@ def tag_suffix(platform: str) -> str:
 def lock_suffix(platform: str) -> str:
     """A lock per platform (apt and pip pins differ by architecture): x.lock, x.arm64.lock."""
     return ".lock" if platform == DEFAULT_PLATFORM else f".{architecture(platform)}.lock"
+
+
+def split_lock_name(name: str) -> tuple[str, str]:
+    """'x.arm64.lock' -> ('x', 'linux/arm64'); 'x.lock' -> ('x', the default platform)."""
+    for platform in PLATFORMS:
+        suffix = lock_suffix(platform)
+        if platform != DEFAULT_PLATFORM and name.endswith(suffix):
+            return name.removesuffix(suffix), platform
+    return name.removesuffix(".lock"), DEFAULT_PLATFORM

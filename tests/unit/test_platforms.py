@@ -164,3 +164,19 @@ def test_pypi_torch_is_pinned_without_a_local_version_where_pypi_has_none():
     assert torch_pin(load_recipe(ARM64).recipe, "linux/arm64") == "2.9.1"
     assert torch_pin(load_recipe(CPU).recipe) == "2.13.0+cpu"
     assert make_plan(load_recipe(ARM64)).expected["torch"] == "2.9.1"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("x.lock", ("x", "linux/amd64")),
+        ("x.arm64.lock", ("x", "linux/arm64")),
+        ("deepspeed-cpu-arm64.arm64.lock", ("deepspeed-cpu-arm64", "linux/arm64")),
+        ("deepspeed-cpu-arm64.lock", ("deepspeed-cpu-arm64", "linux/amd64")),
+    ],
+)
+def test_a_lock_name_says_its_recipe_and_platform(name, expected):
+    from imagekit.platforms import lock_suffix, split_lock_name
+
+    assert split_lock_name(name) == expected
+    assert expected[0] + lock_suffix(expected[1]) == name
