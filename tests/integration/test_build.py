@@ -73,17 +73,17 @@ def test_build_only_inputs_never_reach_a_layer(engine, cpu_image, tmp_path):
     assert "BEGIN CERTIFICATE" not in history and "imagekit-build" not in history
 
 
-def test_failed_step_is_named_and_moves_no_tag(engine, cpu_image):
+def test_failed_step_is_named_and_moves_no_tag(engine, ompi5_image):
     broken = HERE / "recipes" / "broken-apt.yaml"
     ref = make_plan(load_recipe(broken)).image
-    assert ref == cpu_image.ref  # same tag as the good image: it must not move
+    assert ref == ompi5_image.ref  # same tag as the good image: it must not move
     result = imagekit("build", str(broken), "--plain")
     assert result.returncode == 5, result.stderr[-2000:]
     assert "imagekit-no-such-package" in result.stderr
     assert "ERROR step " in result.stderr and "failed: RUN imagekit-apt-install" in result.stderr
     assert "E: Unable to locate package imagekit-no-such-package" in result.stderr
     assert "Traceback" not in result.stderr
-    assert engine.inspect_image(ref)["Id"] == cpu_image.image_id
+    assert engine.inspect_image(ref)["Id"] == ompi5_image.image_id
     leftovers = engine.api.containers(all=True, filters={"status": "exited"})
     assert not [c for c in leftovers if "apt-get" in c.get("Command", "")]
 
