@@ -199,7 +199,8 @@ class Plan:
 
     @property
     def cuda_toolkit_stage(self) -> bool:
-        return self.cuda_source == "wheels"
+        """nvcc from the distro, in a builder stage: only to compile ops at build time."""
+        return self.cuda_source == "wheels" and bool(self.ds_build_env)
 
     @property
     def image(self) -> str:
@@ -319,7 +320,9 @@ def make_plan(loaded: LoadedRecipe, platform: str | None = None) -> Plan:
         prte_conf_path=f"{etc}/prte-mca-params.conf" if ompi_major >= 5 else None,
         pip_over_distro=r.torch.source == "distro",
         cuda_source=cuda_source,
-        ds_build_env=_ds_build_env(r) if cuda_source == "wheels" else {},
+        ds_build_env=_ds_build_env(r)
+        if cuda_source == "wheels" and r.deepspeed.prebuild_ops
+        else {},
         fabric=r.network.fabric,
         platform=platform,
     )

@@ -297,6 +297,8 @@ def cuda_wheels(r: Recipe, rule: dict[str, Any]) -> Iterator[Finding]:
             f"is {r.nccl.version}, but torch {r.torch.version}'s wheels carry NCCL {row['nccl']}",
             rule,
         )
+    if not r.deepspeed.prebuild_ops:
+        return  # nothing compiles at build time: no distro nvcc is installed
     suite = r.base.bootstrap.suite if r.base.bootstrap else None
     toolkit = rule["toolkit"].get(suite)
     if toolkit is None:

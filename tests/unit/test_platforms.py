@@ -180,3 +180,23 @@ def test_a_lock_name_says_its_recipe_and_platform(name, expected):
 
     assert split_lock_name(name) == expected
     assert expected[0] + lock_suffix(expected[1]) == name
+
+
+GH200 = RECIPES / "deepspeed-gh200.yaml"
+
+
+def test_the_gh200_recipe_is_pypis_cuda_13_torch_for_arm64_with_no_toolkit_stage():
+    plan = make_plan(load_recipe(GH200))
+    assert plan.platform == "linux/arm64" and plan.image.endswith("-cu130-debian13-arm64")
+    assert plan.expected["torch"] == "2.11.0"  # PyPI's wheel: no local version
+    assert not plan.cuda_toolkit_stage and not plan.ds_build_env  # no op compiled here
+
+
+def test_ops_prebuilt_against_cuda_13_wheels_need_a_cuda_13_nvcc(tmp_path):
+    path = tmp_path / "gh.yaml"
+    path.write_text(
+        f"extends: {GH200}\nname: gh\ndeepspeed: {{prebuild_ops: [FusedAdamBuilder]}}\n"
+    )
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    assert any("nvcc is CUDA 12.4.131, torch's wheels CUDA 13.0" in p for p in info.value.problems)
