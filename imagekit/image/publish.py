@@ -93,6 +93,17 @@ class _Image:
         return f"{self.info.get('Os')}/{self.info.get('Architecture')}"
 
 
+@dataclass(frozen=True)
+class _Push:
+    """Where one publish goes and how: what every step below takes."""
+
+    engine: Engine
+    client: RegistryClient
+    repository: str
+    options: PublishOptions
+    report: Reporter
+
+
 def check_verdicts(
     reports: tuple[Path, ...], image_ids: list[str], required: bool
 ) -> dict[str, bool | None]:
@@ -177,11 +188,11 @@ def publish(images: tuple[str, ...], options: PublishOptions, report: Reporter) 
     )
     name, _ = split_ref(found[0].ref)
     repository = f"{registry}/{name.rsplit('/', 1)[-1]}"
-    client = RegistryClient.for_repository(repository)
+    push = _Push(engine, RegistryClient.for_repository(repository), repository, options, report)
     if len(found) == 1:
-        record = _publish_image(engine, client, found[0], repository, verdicts, options, report)
+        record = _publish_image(push, found[0], verdicts)
     else:
-        record = _publish_index(engine, client, found, repository, verdicts, options, report)
+        record = _publish_index(push, found, verdicts)
     if options.record is not None:
         write_record(record, options.record)
     return record
@@ -203,20 +214,20 @@ def _one_image_per_known_platform(found: list[_Image]) -> None:
         seen[image.platform] = image.ref
 
 
-def _publish_image(engine, client, image, repository, verdicts, options, report) -> PublishRecord:
+def _publish_image(push: _Push, image: _Image, verdicts: dict) -> PublishRecord:
+    options = push.options
     version_tags = list(options.tags or (split_ref(image.ref)[1],))
     for tag in version_tags:  # immutability first: nothing is pushed if a tag would move
-        _refuse_to_move(client, repository, tag, image.id, options)
+        _refuse_to_move(push, tag, image.id)
     digest = ""
-    with _local_tags(engine, repository, (*version_tags, *options.moving_tags)):
+    with _local_tags(push, (*version_tags, *options.moving_tags)):
         for tag in version_tags:
-            digest = _push_with_retries(engine, image.id, repository, tag, options, report)
+            digest = _push_with_retries(push, image.id, tag)
         for tag in options.moving_tags:  # moved only once every version tag is in
-            _push_with_retries(engine, image.id, repository, tag, options, report)
+            _push_with_retries(push, image.id, tag)
     return _record(
-        repository,
+        push,
         version_tags,
-        options,
         digest=digest,
         image_id=image.id,
         labels=image.info["Config"].get("Labels") or {},
@@ -224,32 +235,34 @@ def _publish_image(engine, client, image, repository, verdicts, options, report)
     )
 
 
-def _publish_index(engine, client, found, repository, verdicts, options, report) -> PublishRecord:
+def _publish_index(push: _Push, found: list[_Image], verdicts: dict) -> PublishRecord:
+    options, repository = push.options, push.repository
     version_tags = list(options.tags or (_common_tag(found),))
     platform_tags = {i.platform: f"{version_tags[0]}-{architecture(i.platform)}" for i in found}
     wanted = {image.platform: image.id for image in found}
     for image in found:  # immutability first, for the platform tags and the index tags
-        _refuse_to_move(client, repository, platform_tags[image.platform], image.id, options)
+        _refuse_to_move(push, platform_tags[image.platform], image.id)
     for tag in version_tags:
-        _refuse_to_move(client, repository, tag, wanted, options)
+        _refuse_to_move(push, tag, wanted)
     entries: list[PlatformRecord] = []
-    with _local_tags(engine, repository, tuple(platform_tags.values())):
+    with _local_tags(push, tuple(platform_tags.values())):
         for image in sorted(found, key=lambda i: PLATFORMS.index(i.platform)):
             tag = platform_tags[image.platform]
-            digest = _push_with_retries(engine, image.id, repository, tag, options, report)
+            digest = _push_with_retries(push, image.id, tag)
             entries.append(
                 PlatformRecord(image.platform, tag, digest, image.id, verdicts[image.id])
             )
-    media_type, body = _index_body(client, repository, entries)
+    media_type, body = _index_body(push.client, repository, entries)
     digest = ""
     for tag in (*version_tags, *options.moving_tags):  # moving tags after every version tag
-        digest = _put_index(client, repository, tag, media_type, body)
-        report(Message(f"pushed {repository}:{tag} (index of {len(entries)} platforms, {digest})"))
+        digest = _put_index(push, tag, media_type, body)
+        push.report(
+            Message(f"pushed {repository}:{tag} (index of {len(entries)} platforms, {digest})")
+        )
     passed = [e.check_passed for e in entries]
     return _record(
-        repository,
+        push,
         version_tags,
-        options,
         digest=digest,
         image_id=None,
         labels=found[0].info["Config"].get("Labels") or {},
@@ -297,18 +310,18 @@ def _index_body(client, repository: str, entries: list[PlatformRecord]) -> tuple
     return media_type, json.dumps(index, indent=3).encode()
 
 
-def _put_index(client, repository: str, tag: str, media_type: str, body: bytes) -> str:
+def _put_index(push: _Push, tag: str, media_type: str, body: bytes) -> str:
     try:
-        return client.put_manifest(tag, media_type, body)
+        return push.client.put_manifest(tag, media_type, body)
     except RegistryError as exc:
-        raise _classify(exc, f"{repository}:{tag}") from None
+        raise _classify(exc, f"{push.repository}:{tag}") from None
 
 
-def _refuse_to_move(client, repository: str, tag: str, wanted: str | dict, options) -> None:
+def _refuse_to_move(push: _Push, tag: str, wanted: str | dict[str, str]) -> None:
     """Version tags are immutable: one that points elsewhere (another image, an index where
     an image goes, or the reverse) is refused before anything is pushed, unless forced."""
-    existing = _existing(client, repository, tag)
-    if existing is not None and existing != wanted and not options.force:
+    existing = _existing(push, tag)
+    if existing is not None and existing != wanted and not push.options.force:
         if isinstance(existing, str):
             what = f"another image ({existing[:19]})"
         elif isinstance(wanted, str):
@@ -316,37 +329,38 @@ def _refuse_to_move(client, repository: str, tag: str, wanted: str | dict, optio
         else:
             what = "an index of other images"
         raise PublishRefusedError(
-            f"{repository}:{tag} already points at {what}; "
+            f"{push.repository}:{tag} already points at {what}; "
             "version tags are immutable (use --force to overwrite)"
         )
 
 
-def _existing(client, repository: str, tag: str) -> str | dict[str, str] | None:
+def _existing(push: _Push, tag: str) -> str | dict[str, str] | None:
     """What `tag` points at: None, an image ID, or an index's image ID per platform."""
     try:
-        configs = client.index_configs(tag)
+        configs = push.client.index_configs(tag)
         if configs == {}:  # one image's manifest
-            return client.config_digest(tag)
+            return push.client.config_digest(tag)
         return configs
     except RegistryError as exc:
-        raise _classify(exc, f"{repository}:{tag}") from None
+        raise _classify(exc, f"{push.repository}:{tag}") from None
 
 
 @contextmanager
-def _local_tags(engine: Engine, repository: str, tags: tuple[str, ...]):
+def _local_tags(push: _Push, tags: tuple[str, ...]):
     """`docker push` pushes a local tag: the ones made for it here go again on the way out
     (success, failure or a signal), so publishing leaves the engine's tags as it found them."""
-    made = [f"{repository}:{t}" for t in tags]
-    made = [ref for ref in made if not engine.image_exists(ref)]
+    made = [f"{push.repository}:{t}" for t in tags]
+    made = [ref for ref in made if not push.engine.image_exists(ref)]
     try:
         yield
     finally:
         for ref in made:
-            engine.remove_image_tag(ref)
+            push.engine.remove_image_tag(ref)
 
 
-def _record(repository, version_tags, options, **found) -> PublishRecord:
+def _record(push: _Push, version_tags: list[str], **found) -> PublishRecord:
     labels = found.pop("labels")
+    repository, options = push.repository, push.options
     reports = options.check_reports
     return PublishRecord(
         schema=RECORD_SCHEMA,
@@ -363,14 +377,8 @@ def _record(repository, version_tags, options, **found) -> PublishRecord:
     )
 
 
-def _push_with_retries(
-    engine: Engine,
-    image_id: str,
-    repository: str,
-    tag: str,
-    options: PublishOptions,
-    report: Reporter,
-) -> str:
+def _push_with_retries(push: _Push, image_id: str, tag: str) -> str:
+    engine, repository, options, report = push.engine, push.repository, push.options, push.report
     engine.tag(image_id, f"{repository}:{tag}")
     for attempt in range(1, options.retries + 1):
         try:

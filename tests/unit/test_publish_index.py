@@ -5,6 +5,7 @@ pull back per platform are in tests/integration/test_platform.py, against a real
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,43 @@ def test_a_manifest_missing_after_its_push_or_mixed_types_write_no_index():
     mixed = {entries[0].digest: DOCKER_MANIFEST, entries[1].digest: OCI_MANIFEST}
     with pytest.raises(PublishError, match="mix media types"):
         publish._index_body(_Registry(mixed), "r/x", entries)
+
+
+class _Tags:
+    """A registry's tags as data: each one an image ID or an index's {platform: image ID}."""
+
+    def __init__(self, tags: dict):
+        self.tags = tags
+
+    def index_configs(self, tag: str):
+        found = self.tags.get(tag)
+        return found if found is None or isinstance(found, dict) else {}
+
+    def config_digest(self, tag: str):
+        return self.tags[tag]
+
+
+def _push(tags: dict, force: bool = False) -> publish._Push:
+    options = publish.PublishOptions(registry="r", force=force)
+    return publish._Push(None, _Tags(tags), "r/x", options, lambda event: None)
+
+
+@pytest.mark.parametrize(
+    ("tags", "wanted", "refused"),
+    [
+        ({}, AMD, None),
+        ({"t": AMD}, AMD, None),
+        ({"t": ARM}, AMD, "r/x:t already points at another image (sha256:bbbbbbbbbbbb)"),
+        ({"t": {"linux/amd64": AMD}}, AMD, "already points at an index (linux/amd64)"),
+        ({"t": AMD}, {"linux/amd64": AMD}, "already points at another image"),
+        ({"t": {"linux/amd64": AMD}}, {"linux/amd64": AMD}, None),
+        ({"t": {"linux/amd64": ARM}}, {"linux/amd64": AMD}, "an index of other images"),
+    ],
+)
+def test_a_version_tag_never_moves_unless_forced(tags, wanted, refused):
+    if refused is None:
+        publish._refuse_to_move(_push(tags), "t", wanted)
+    else:
+        with pytest.raises(PublishRefusedError, match=re.escape(refused)):
+            publish._refuse_to_move(_push(tags), "t", wanted)
+    publish._refuse_to_move(_push(tags, force=True), "t", wanted)  # --force: never refused
