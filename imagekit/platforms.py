@@ -36,3 +36,9 @@ def split_lock_name(name: str) -> tuple[str, str]:
         if platform != DEFAULT_PLATFORM and name.endswith(suffix):
             return name.removesuffix(suffix), platform
     return name.removesuffix(".lock"), DEFAULT_PLATFORM
+
+
+def without_tag_suffix(tag: str, platform: str) -> str:
+    """The tag a platform's image shares with its siblings: '1.0-arm64' -> '1.0'."""
+    suffix = tag_suffix(platform)
+    return tag.removesuffix(suffix) if suffix else tag

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from imagekit.errors import UsageError
 from imagekit.grammar import parse_ref, shown
-from imagekit.platforms import tag_suffix
+from imagekit.platforms import without_tag_suffix
 
 if TYPE_CHECKING:
     from imagekit.build.plan import Plan
@@ -59,8 +59,8 @@ def publish_targets(
     for plan in filter(None, plans):
         for ref in plan.moving_tags:
             tag = parse_ref(ref).tag or "latest"
-            suffix = tag_suffix(plan.platform) if len(images) > 1 else ""
-            tag = tag[: -len(suffix)] if suffix and tag.endswith(suffix) else tag
+            if len(images) > 1:
+                tag = without_tag_suffix(tag, plan.platform)
             if tag not in moving:
                 moving.append(tag)
     return tuple(images), tuple(moving)

@@ -89,15 +89,10 @@ class RegistryClient:
     def descriptor(self, reference: str) -> Descriptor | None:
         """The manifest or index a tag or digest names, as an index entry would describe it;
         None when the registry has no such reference."""
-        response = self._request(
-            f"/v2/{self.path}/manifests/{reference}", {"Accept": ANY_MANIFEST_TYPES}
-        )
-        if response.status_code == 404:
+        response = self._manifest(reference)
+        if response is None:
             return None
-        self._raise_for(response)
         body = response.content
-        if len(body) > MAX_MANIFEST_BYTES:
-            raise RegistryError(f"manifest {reference} is over {MAX_MANIFEST_BYTES} bytes")
         media_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip()
         if media_type not in (DOCKER_MANIFEST, OCI_MANIFEST, DOCKER_INDEX, OCI_INDEX):
             raise RegistryError(f"manifest {reference}: unexpected media type {media_type!r}")
@@ -108,12 +103,9 @@ class RegistryClient:
         digest) of its manifest. None when the tag is absent; {} when it names one image's
         manifest rather than an index. The registry's answer is untrusted: a malformed or
         oversized index is a RegistryError."""
-        response = self._request(f"/v2/{self.path}/manifests/{tag}", {"Accept": ANY_MANIFEST_TYPES})
-        if response.status_code == 404:
+        response = self._manifest(tag)
+        if response is None:
             return None
-        self._raise_for(response)
-        if len(response.content) > MAX_MANIFEST_BYTES:
-            raise RegistryError(f"manifest {tag} is over {MAX_MANIFEST_BYTES} bytes")
         try:
             body = response.json()
             if (
@@ -135,6 +127,19 @@ class RegistryClient:
             return found
         except (ValueError, KeyError, TypeError, AttributeError):
             raise RegistryError(f"{tag}: the registry's index is malformed") from None
+
+    def _manifest(self, reference: str) -> requests.Response | None:
+        """The registry's answer for a tag or digest, any manifest type, size-capped; None
+        when it has no such reference."""
+        response = self._request(
+            f"/v2/{self.path}/manifests/{reference}", {"Accept": ANY_MANIFEST_TYPES}
+        )
+        if response.status_code == 404:
+            return None
+        self._raise_for(response)
+        if len(response.content) > MAX_MANIFEST_BYTES:
+            raise RegistryError(f"manifest {reference} is over {MAX_MANIFEST_BYTES} bytes")
+        return response
 
     def put_manifest(self, tag: str, media_type: str, body: bytes) -> str:
         """Write a manifest (here: an index) under a tag; return its digest. The registry

@@ -33,7 +33,7 @@ from imagekit.errors import (
 )
 from imagekit.files import write_json_atomic
 from imagekit.grammar import REF_COMPONENT, REF_TAG
-from imagekit.platforms import PLATFORMS, architecture, tag_suffix
+from imagekit.platforms import PLATFORMS, architecture, without_tag_suffix
 
 RECORD_SCHEMA = "imagekit.publish-record/v1"
 
@@ -275,8 +275,7 @@ def _common_tag(found: list[_Image]) -> str:
     """The version tag the images share once each one's platform suffix is taken off."""
     tags = set()
     for image in found:
-        tag, suffix = split_ref(image.ref)[1], tag_suffix(image.platform)
-        tags.add(tag[: -len(suffix)] if suffix and tag.endswith(suffix) else tag)
+        tags.add(without_tag_suffix(split_ref(image.ref)[1], image.platform))
     if len(tags) != 1:
         raise UsageError(
             f"the images' tags differ ({', '.join(sorted(tags))}): name the index's with --tag"
