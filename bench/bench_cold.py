@@ -4,7 +4,7 @@ content written by hand, single stage, same base and wheelhouse), both with --no
 the same engine and builder, alternating which goes first, `--runs` times. Then one imagekit
 build with --source-date-epoch (normalisation) to say what that adds. Prints a table.
 
-    python bench/bench_cold.py [--runs N]
+    python bench/bench_cold.py [--runs N] [--logs DIR]
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ CA = Path(os.environ.get("IMAGEKIT_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.c
 WHEELHOUSE = Path(os.environ.get("IMAGEKIT_WHEELHOUSE", ROOT / ".cache" / "wheelhouse"))
 
 
-def imagekit_build(*flags: str) -> float:
+LOGS: Path | None = None  # --logs: where each imagekit build's plain log (step times) goes
+
+
+def imagekit_build(*flags: str, name: str = "warm-up") -> float:
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "imagekit", "build", str(RECIPE), "--no-cache", "--locked"]
@@ -44,6 +47,8 @@ def imagekit_build(*flags: str) -> float:
     )
     if result.returncode != 0:
         raise SystemExit(f"imagekit build failed:\n{result.stderr[-3000:]}")
+    if LOGS is not None:
+        (LOGS / f"imagekit-{name}.log").write_text(result.stdout + result.stderr)
     return time.monotonic() - started
 
 
@@ -67,7 +72,13 @@ def _context(into: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2)
-    runs = parser.parse_args().runs
+    parser.add_argument("--logs", type=Path, help="keep each imagekit build's log (step times)")
+    args = parser.parse_args()
+    runs = args.runs
+    global LOGS
+    LOGS = args.logs
+    if LOGS is not None:
+        LOGS.mkdir(parents=True, exist_ok=True)
     engine = Engine.connect()
     plan = make_plan(load_recipe(RECIPE))
     imagekit_build()  # the base (bootstrapped once, shared by both) and a warm pip/apt path
@@ -76,15 +87,15 @@ def main() -> None:
         context = _context(Path(tmp))
         for run in range(1, runs + 1):
             if run % 2:
-                a = imagekit_build()
+                a = imagekit_build(name=f"run{run}")
                 b, hand_id = handwritten_build(engine, context, plan.base_image)
             else:
                 b, hand_id = handwritten_build(engine, context, plan.base_image)
-                a = imagekit_build()
+                a = imagekit_build(name=f"run{run}")
             ours.append(a)
             theirs.append(b)
             rows.append([str(run), f"{a:.1f} s", f"{b:.1f} s", f"{a / b:.2f}x"])
-        normalized = imagekit_build("--source-date-epoch", "1700000000")
+        normalized = imagekit_build("--source-date-epoch", "1700000000", name="normalized")
     size_ours = engine.inspect_image(plan.image)["Size"] / 1e9
     size_hand = engine.inspect_image(hand_id)["Size"] / 1e9
     engine.api.remove_image(hand_id, force=True)

@@ -1,9 +1,12 @@
-"""What makes an image run on the nodes its config names (A1): one class a requirement."""
+"""What makes an image run on the nodes its config names (A1): its native files are built for
+the config's architecture, and each library a rank loads finds what it needs. One class a
+requirement."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from imagekit.requirements.base import Judgement, ProbedRequirement
@@ -26,8 +29,15 @@ MACHINE_NAMES = {number: name for number, name in ELF_MACHINES.values()}
 # to the facts this unit's probe printed, under this key (which the probe never prints).
 CONFIG_ARCH_FACT = "config.architecture"
 ARCH_PROBE = "arch_probe.sh"
+LIBS_PROBE = "libs_probe.sh"
 NAMED = 5  # foreign files named in the evidence (the count says how many there are)
 _MACHINE_COUNT = re.compile(r"machine\.(\d{1,5})")
+
+
+def _number(text: str, limit: int = 10_000_000) -> int:
+    """A count the probe printed (untrusted): ASCII digits only ("²" is a digit to str.isdigit
+    and an error to int), capped; anything else is 0."""
+    return min(int(text), limit) if text.isascii() and text.isdigit() else 0
 
 
 def machine_name(number: int) -> str:
@@ -39,8 +49,8 @@ def _counts(facts: Mapping[str, str]) -> dict[int, int]:
     counts = {}
     for key, value in facts.items():
         match = _MACHINE_COUNT.fullmatch(key)
-        if match and value.isdigit():
-            counts[int(match.group(1))] = int(value)
+        if match and _number(value):
+            counts[int(match.group(1))] = _number(value)
     return counts
 
 
@@ -104,4 +114,93 @@ class NativeArchitecture(ProbedRequirement):
         )
 
 
-PLATFORM = (NativeArchitecture,)
+# Libraries a node provides at run time, not the image: the NVIDIA container toolkit mounts the
+# driver's, matched to the host's kernel module. An image that carried its own would break.
+DRIVER_PROVIDED = frozenset({"libcuda.so.1", "libnvidia-ml.so.1"})
+# mpi4py's PyPI wheels carry one extension per MPI ABI (MPI.openmpi.*.so, MPI.mpich.*.so) and
+# load the one whose libmpi the image has: the others are meant not to resolve.
+_MPI4PY_VARIANT = re.compile(r".*/mpi4py/MPI\.([A-Za-z0-9_]+)\.[^/]*")
+
+
+@dataclass(frozen=True)
+class _Library:
+    path: str
+    missing: tuple[str, ...]
+    error: str
+
+    @property
+    def resolves(self) -> bool:
+        return not self.missing and not self.error
+
+    def described(self) -> str:
+        needs = f"needs {', '.join(self.missing)}" if self.missing else self.error
+        return f"{self.path} ({needs})"
+
+
+def _libraries(facts: Mapping[str, str]) -> list[_Library]:
+    """The probe's `lib.N` rows (untrusted text), their driver-provided sonames taken out."""
+    found = []
+    for index in range(_number(facts.get("libs", ""), limit=10_000)):
+        path = facts.get(f"lib.{index}")
+        if path:
+            missing = facts.get(f"lib.{index}.missing", "").split()
+            kept = tuple(name for name in missing if name not in DRIVER_PROVIDED)
+            found.append(_Library(path, kept, facts.get(f"lib.{index}.error", "")))
+    return found
+
+
+def _unused_variants(libraries: list[_Library]) -> set[str]:
+    """The paths of mpi4py's ABI variants that need not resolve: all but the ones that do,
+    when one does. When none does, every variant counts (mpi4py cannot load)."""
+    variants = [lib for lib in libraries if _MPI4PY_VARIANT.fullmatch(lib.path)]
+    if not any(lib.resolves for lib in variants):
+        return set()
+    return {lib.path for lib in variants if not lib.resolves}
+
+
+class LibrariesResolve(ProbedRequirement):
+    """A1: each native library of torch, mpi4py and DeepSpeed's compiled ops finds every
+    library it needs, by the image's own dynamic loader (what ldd runs) under the image's
+    environment. A library that is missing, or is there for another architecture only, stops
+    the import on every rank ("cannot open shared object file"), which no check of the files
+    alone shows: a wheel built against a library of the builder stage, an op linked to a
+    toolkit the image does not keep, an MPI the image does not have.
+
+    Judged as a rank loads them: torch first, so what torch's libraries loaded is found by
+    soname when mpi4py and the ops load. The driver's libraries (libcuda.so.1,
+    libnvidia-ml.so.1) come from the node at run time and are not required. mpi4py's wheels
+    carry one extension per MPI ABI and load the one that resolves: one must."""
+
+    check_id = "native-libraries"
+    requirement = "A1"
+    title = "each native library of torch, mpi4py and DeepSpeed's ops resolves in the image"
+    fix = (
+        "install what provides each missing library in the image's final stage (apt: its "
+        "package for the image's architecture), or build the named module against libraries "
+        "the image keeps (pip --no-binary, or the op compiled in the image's own stage)"
+    )
+    probe = LIBS_PROBE
+
+    @classmethod
+    def judge(
+        cls, facts: Mapping[str, str], labels: Mapping[str, str], profile: Profile
+    ) -> Judgement:
+        if facts.get("python3") == "none" or facts.get("loader") == "none":
+            return Judgement("skip", "no python3 with a dynamic loader in the image")
+        libraries = _libraries(facts)
+        if not libraries:
+            return Judgement("skip", "no native library of torch, mpi4py or DeepSpeed's ops")
+        unused = _unused_variants(libraries)
+        broken = [lib for lib in libraries if not lib.resolves and lib.path not in unused]
+        more = " (the first 2000)" if facts.get("truncated") == "1" else ""
+        if broken:
+            named = ", ".join(lib.described() for lib in broken[:NAMED])
+            return Judgement(
+                "fail",
+                f"{len(broken)} of {len(libraries)} native libraries{more} do not resolve: {named}",
+            )
+        notes = f"; mpi4py's unused MPI ABI builds left out: {len(unused)}" if unused else ""
+        return Judgement("pass", f"{len(libraries)} native libraries{more} resolve{notes}")
+
+
+PLATFORM = (NativeArchitecture, LibrariesResolve)

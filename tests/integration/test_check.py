@@ -47,6 +47,8 @@ def test_cpu_image_passes_every_check(cpu_image, tmp_path):
         "version-python",
         "private-keys-in-layers",
         "build-secrets-in-layers",
+        "architecture",
+        "native-libraries",
     ):
         assert statuses[required] in ("pass", "warn", "info"), (required, statuses[required])
     # the baked keys are declared by the recipe: reported, not failed
@@ -54,6 +56,29 @@ def test_cpu_image_passes_every_check(cpu_image, tmp_path):
     # the recipe sets OMPI_ALLOW_RUN_AS_ROOT*: bare mpirun and the flagged one both run (R8)
     assert statuses["mpirun-as-root"] == "pass"
     assert "PASSED" in output
+
+
+def test_an_image_whose_mpi4py_cannot_find_libmpi_fails_native_libraries_only(
+    engine, cpu_image, tmp_path
+):
+    """A1's second half: Open MPI's libmpi gone (as when mpi4py is built in a stage whose MPI
+    the image does not keep). mpirun still runs, so nothing else notices; every rank's
+    `from mpi4py import MPI` would fail. The check names both of mpi4py's ABI builds."""
+    ref = build(
+        engine,
+        tmp_path / "ctx",
+        "imagekit-test/no-libmpi:latest",
+        f"FROM {cpu_image.ref}\nRUN rm /usr/lib/x86_64-linux-gnu/libmpi.so.40*\n",
+        {},
+    )
+    try:
+        code, report, output = check_json(ref, tmp_path)
+    finally:
+        engine.remove_image(ref)
+    assert code != 0 and failing(report) == {"native-libraries"}, output
+    row = next(r for r in report["results"] if r["id"] == "native-libraries")
+    assert "2 of " in row["evidence"] and "MPI.openmpi." in row["evidence"], row
+    assert "(needs libmpi.so.40)" in row["evidence"] and "(needs libmpi.so.12)" in row["evidence"]
 
 
 def test_a_second_check_of_an_image_reads_its_torch_facts_from_the_cache(cpu_image, tmp_path):

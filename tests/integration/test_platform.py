@@ -25,7 +25,8 @@ from .test_smoke import nothing_left
 
 ARM64_RECIPE = RECIPES / "deepspeed-cpu-arm64.yaml"
 QEMU_HANDLER = BINFMT / MACHINES["arm64"][1]
-FOREIGN = "/usr/lib/python3/dist-packages/fastpath/_native.so"
+# Where DeepSpeed would load a compiled op from: both halves of A1 read it.
+FOREIGN = "/usr/local/lib/python3.11/dist-packages/deepspeed/ops/_native.so"
 
 
 def _needs_emulation() -> None:
@@ -51,11 +52,11 @@ def arm64_check(arm64_image, tmp_path_factory) -> tuple[Path, dict, str]:
     return report, rows, result.stdout + result.stderr
 
 
-def _architecture_row(image: str, tmp_path: Path) -> tuple[dict, str]:
+def _check_rows(image: str, tmp_path: Path) -> tuple[dict, str]:
     report = tmp_path / "report.json"
     result = imagekit("check", image, "--report", str(report), timeout=1800)
     rows = {r["id"]: r for r in json.loads(report.read_text())["results"]}
-    return rows["architecture"], result.stdout + result.stderr
+    return rows, result.stdout + result.stderr
 
 
 def test_the_arm64_cell_is_arm64_throughout(engine, arm64_image):
@@ -81,6 +82,9 @@ def test_the_arm64_cell_passes_every_check(arm64_check):
     assert json.loads(report.read_text())["passed"], output[-4000:]
     assert rows["architecture"]["status"] in ("pass", "info"), output[-4000:]
     assert "all aarch64 (config: arm64)" in rows["architecture"]["evidence"]
+    # torch's, mpi4py's and their dependencies' libraries load under the arm64 loader
+    assert rows["native-libraries"]["status"] in ("pass", "info"), rows["native-libraries"]
+    assert "unused MPI ABI builds left out: 1" in rows["native-libraries"]["evidence"]
     for required in ("mpirun-two-ranks", "version-openmpi", "version-torch"):
         assert rows[required]["status"] in ("pass", "info"), rows[required]
 
@@ -97,10 +101,8 @@ def test_the_arm64_cell_smoke_runs_its_ranks_on_the_workers_as_aarch64(engine, a
     nothing_left(engine)
 
 
-def test_the_architecture_check_names_an_amd64_library_in_the_arm64_cell(
-    engine, arm64_image, tmp_path
-):
-    # The cell with one x86-64 library where a Python package would load it from.
+def test_both_halves_of_a1_name_an_amd64_library_in_the_arm64_cell(engine, arm64_image, tmp_path):
+    # The cell with one x86-64 library where DeepSpeed would load an op from.
     context = tmp_path / "ctx"
     context.mkdir()
     host_binary = Path(os.path.realpath("/usr/bin/true"))  # an ELF file of this (amd64) host
@@ -111,11 +113,17 @@ def test_the_architecture_check_names_an_amd64_library_in_the_arm64_cell(
     ref = "imagekit-test/arm64-foreign:latest"
     engine.tag(outcome.image_id, ref)
     try:
-        row, output = _architecture_row(ref, tmp_path / "foreign")
+        rows, output = _check_rows(ref, tmp_path / "foreign")
     finally:
         engine.remove_image(ref)
+    row = rows["architecture"]
     assert row["status"] == "fail", output
     assert f"{FOREIGN} (x86-64)" in row["evidence"] and "1 of " in row["evidence"], row
+    # the arm64 loader cannot load it either: named, the only library that does not resolve
+    row = rows["native-libraries"]
+    assert row["status"] == "fail", output
+    assert f"do not resolve: {FOREIGN} (cannot open shared object file" in row["evidence"], row
+    assert row["evidence"].startswith("1 of "), row
 
 
 def test_the_cell_and_its_amd64_sibling_publish_as_one_index_pulled_per_platform(

@@ -3,8 +3,11 @@ itself run on this machine's own files (python3 and its packages are this host's
 
 from __future__ import annotations
 
+import _ssl
+import os
 import platform
 import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -19,6 +22,8 @@ from imagekit.requirements.platform import (
     ARCH_PROBE,
     CONFIG_ARCH_FACT,
     ELF_MACHINES,
+    LIBS_PROBE,
+    LibrariesResolve,
     NativeArchitecture,
 )
 
@@ -104,3 +109,120 @@ def test_the_probe_reads_this_hosts_files_as_its_own_architecture():
     assert judge({**facts, CONFIG_ARCH_FACT: HOST_ARCH}).passed
     other = "arm64" if HOST_ARCH == "amd64" else "amd64"
     assert judge({**facts, CONFIG_ARCH_FACT: other}).failed
+
+
+# --- native-libraries: each library of torch, mpi4py and the ops resolves (libs_probe.sh) ---
+
+OMPI_VARIANT = "/usr/local/lib/python3.11/dist-packages/mpi4py/MPI.openmpi.cpython-311.so"
+MPICH_VARIANT = "/usr/local/lib/python3.11/dist-packages/mpi4py/MPI.mpich.cpython-311.so"
+OP = "/opt/imagekit/torch-extensions/deepspeed_shm_comm/deepspeed_shm_comm.so"
+
+
+def libs(*rows: tuple[str, str]) -> dict[str, str]:
+    """Probe facts for (path, missing sonames) rows."""
+    facts = {"loader": "/lib/ld-linux-aarch64.so.1", "libs": str(len(rows))}
+    for index, (path, missing) in enumerate(rows):
+        facts[f"lib.{index}"] = path
+        if missing:
+            facts[f"lib.{index}.missing"] = missing
+    return facts
+
+
+def judge_libs(facts):
+    return LibrariesResolve.judge(facts, {}, SEED)
+
+
+def test_libraries_that_all_resolve_pass():
+    result = judge_libs(libs(("/torch/_C.so", ""), (OP, "")))
+    assert result.passed and "2 native libraries resolve" in result.evidence
+
+
+def test_a_library_with_a_missing_soname_fails_naming_both():
+    result = judge_libs(libs(("/torch/_C.so", ""), (OP, "libc10.so libtorch_cpu.so")))
+    assert result.failed
+    assert f"1 of 2 native libraries do not resolve: {OP} (needs libc10.so, libtorch_cpu.so)" in (
+        result.evidence
+    )
+
+
+def test_a_library_the_loader_refuses_fails_with_its_words():
+    facts = libs((OP, ""))
+    facts["lib.0.error"] = "not a dynamic executable"
+    result = judge_libs(facts)
+    assert result.failed and f"{OP} (not a dynamic executable)" in result.evidence
+
+
+def test_the_drivers_libraries_come_from_the_node():
+    result = judge_libs(libs(("/torch/lib/libtorch_cuda.so", "libcuda.so.1 libnvidia-ml.so.1")))
+    assert result.passed
+
+
+def test_mpi4py_needs_one_of_its_abi_builds_to_resolve():
+    one = judge_libs(libs((OMPI_VARIANT, ""), (MPICH_VARIANT, "libmpi.so.12")))
+    assert one.passed and "unused MPI ABI builds left out: 1" in one.evidence
+    none = judge_libs(libs((OMPI_VARIANT, "libmpi.so.40"), (MPICH_VARIANT, "libmpi.so.12")))
+    assert none.failed and "2 of 2" in none.evidence and "libmpi.so.40" in none.evidence
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [{"python3": "none"}, {"loader": "none"}, {"loader": "/lib/ld.so", "libs": "0"}],
+)
+def test_an_image_without_a_loader_or_libraries_is_skipped(facts):
+    assert judge_libs(facts).status == "skip"
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            ["libs", "lib.0", "lib.0.missing", "lib.0.error", "lib.1", "loader", "truncated"]
+        )
+        | st.text(max_size=12),
+        st.text(max_size=30),
+        max_size=12,
+    )
+)
+def test_any_libs_probe_output_is_judged_without_an_exception(facts):
+    assert judge_libs(facts).status in ("pass", "fail", "skip")
+
+
+def test_the_libraries_unit_is_a_check_from_the_registry():
+    assert LibrariesResolve in REGISTRY
+    assert hasattr(checks_units, "check_native_libraries")
+
+
+def _fake_package(root, name: str, library: str, replace: bytes | None = None) -> None:
+    """A top-level package `name` holding a copy of one of this host's Python extension
+    modules; `replace` renames the soname it needs to one no system has (same length)."""
+    package = root / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    data = Path(library).read_bytes()
+    if replace:
+        assert replace in data
+        data = data.replace(replace, b"libzz" + replace[5:])
+    (package / Path(library).name).write_bytes(data)
+
+
+@pytest.mark.skipif(HOST_ARCH is None, reason="a host architecture the table does not name")
+def test_the_libs_probe_runs_this_hosts_loader_and_names_a_missing_soname(tmp_path):
+    """The probe itself, on this machine, over packages made of this host's own extension
+    modules: one as shipped (it resolves), one needing a soname nothing provides."""
+    module = _ssl.__file__  # an extension module that links libssl.so.3
+    _fake_package(tmp_path, "torch", module)
+    _fake_package(tmp_path, "deepspeed", module, replace=b"libssl.so.3")
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run(
+        ["/bin/sh", "-c", data_text(LIBS_PROBE), "sh"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    facts = parse_probe_output(result.stdout)
+    assert facts.get("end") == "1" and facts.get("libs") == "2", result.stdout + result.stderr
+    facts = {k: v for k, v in facts.items() if isinstance(v, str)}
+    verdict = judge_libs(facts)
+    assert verdict.failed, verdict
+    assert f"1 of 2 native libraries do not resolve: {tmp_path}/deepspeed/" in verdict.evidence
+    assert "(needs libzzl.so.3)" in verdict.evidence
