@@ -96,7 +96,7 @@ class Profile(BaseModel):
     fabric: Literal["tcp", "rdma"] = "tcp"
     key_type: Literal["rsa", "ecdsa"] = "rsa"  # K2: an ECDSA P-521 key stored as id_rsa
     # The driver's libraries, which the NVIDIA container runtime mounts into GPU containers:
-    # an image must not ship them, so cuda-libraries allows exactly these to be missing.
+    # an image must not ship them, so native-libraries allows exactly these to be missing.
     driver_libraries: tuple[FileName, ...] = (
         "libcuda.so.1",
         "libnvidia-ml.so.1",

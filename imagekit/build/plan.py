@@ -551,6 +551,6 @@ def _labels(
         labels[f"{LABEL_PREFIX}.env-not-secret"] = ",".join(sorted(r.env_not_secret))
     if r.cuda is not None and r.cuda.source == "wheels":
         labels[f"{LABEL_PREFIX}.cuda.source"] = "wheels"
-        # read by check (cuda-libraries): each must be installed and import
+        # read by check (prebuilt-ops): each must be installed and import
         labels[f"{LABEL_PREFIX}.deepspeed.installed-ops"] = ",".join(r.deepspeed.prebuild_ops)
     return labels

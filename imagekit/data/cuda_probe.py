@@ -1,11 +1,9 @@
 """Run inside an image by `imagekit check` (python3 -c <this file> OPS), once per check, in the
-background: what torch says about CUDA and NCCL, do the shared libraries of torch, its
-nvidia-* wheels and DeepSpeed's prebuilt ops resolve, and do the ops import? No GPU is
+background: what torch says about CUDA and NCCL, and does each prebuilt op import? No GPU is
 needed. Prints one JSON object. Imports nothing of the image's packages except in one child
 process (torch is imported once there, for every fact), so a crash there is reported, not
-fatal."""
+fatal. Whether their libraries resolve is A1's `native-libraries` (data/libs_probe.sh)."""
 
-import glob
 import importlib.util
 import json
 import os
@@ -19,15 +17,6 @@ def package_dir(name):
     except (ImportError, ValueError):
         return None
     return os.path.dirname(spec.origin) if spec and spec.origin else None
-
-
-def missing(lib, loader_path):
-    """Libraries `ldd` cannot find for `lib`; loader_path: what is loaded in-process first."""
-    env = dict(os.environ)
-    if loader_path:
-        env["LD_LIBRARY_PATH"] = ":".join(loader_path)
-    out = subprocess.run(["ldd", lib], capture_output=True, text=True, env=env).stdout
-    return sorted({line.split()[0] for line in out.splitlines() if "not found" in line})
 
 
 TORCH_FACTS = r"""
@@ -65,7 +54,7 @@ print(json.dumps(facts))
 
 
 def start_torch_facts(ops, ds_dir):
-    """The child that imports torch (seconds), started first: the ldd runs overlap it."""
+    """The child that imports torch (seconds)."""
     env = dict(os.environ, DS_ACCELERATOR="cuda")
     mode = "deepspeed" if ds_dir else "torch"
     return subprocess.Popen(
@@ -93,39 +82,8 @@ def main():
     if torch_dir is None:
         print(json.dumps({"torch": None}))
         return
-    site = os.path.dirname(torch_dir)
-    nvidia_libs = sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))
-    loader_path = [os.path.join(torch_dir, "lib"), *nvidia_libs]
-    ds_dir = package_dir("deepspeed")
-    child = start_torch_facts(ops, ds_dir)
-    groups = {
-        "torch": (glob.glob(os.path.join(torch_dir, "lib", "*.so*")), []),
-        "nvidia": ([f for d in nvidia_libs for f in glob.glob(os.path.join(d, "*.so*"))], []),
-        # Op libraries link libc10/libtorch by name: they load after `import torch`.
-        "deepspeed-ops": (
-            glob.glob(os.path.join(ds_dir, "ops", "**", "*.so"), recursive=True) if ds_dir else [],
-            loader_path,
-        ),
-        "torch-extensions": (
-            glob.glob(
-                os.path.join(os.environ.get("TORCH_EXTENSIONS_DIR", "/nonexistent"), "**", "*.so"),
-                recursive=True,
-            ),
-            loader_path,
-        ),
-    }
-    unresolved = {}
-    counts = {}
-    for group, (libs, path) in groups.items():
-        counts[group] = len(libs)
-        for lib in sorted(libs):
-            if os.path.islink(lib):
-                continue
-            gone = missing(lib, path)
-            if gone:
-                unresolved[lib] = gone
-    facts = torch_facts(child, ops)
-    print(json.dumps({"torch": torch_dir, "counts": counts, "unresolved": unresolved, **facts}))
+    child = start_torch_facts(ops, package_dir("deepspeed"))
+    print(json.dumps({"torch": torch_dir, **torch_facts(child, ops)}))
 
 
 main()

@@ -1,5 +1,6 @@
 # Run by `imagekit check` in the image (sh -c <this file> sh), once, for A1's second half: does
-# each native library of torch, mpi4py and DeepSpeed's compiled ops find the libraries it needs?
+# each native library of torch, its nvidia-* wheels, mpi4py and DeepSpeed's compiled ops find
+# the libraries it needs?
 # The image's own dynamic loader answers (in trace mode, as ldd runs it, without ldd's bash:
 # under qemu each bash costs more than the loader). `KEY<TAB>VALUE` lines; always prints `end`.
 # Paths are printed ASCII-escaped: a file name in an image is untrusted and may hold a tab.
@@ -85,7 +86,10 @@ else:
     print(f"loader\t{ascii(loader)[1:-1]}")
     torch = package_dir("torch")
     others = [package_dir("mpi4py"), package_dir("deepspeed"), os.environ.get("TORCH_EXTENSIONS_DIR")]
-    first, truncated = libraries([torch] if torch else [], LIMIT)
+    # torch's own libraries and the nvidia-* wheels' beside it (CUDA, cuDNN, NCCL), which
+    # torch's RUNPATH names: read as they are, with nothing preloaded.
+    nvidia = os.path.join(os.path.dirname(torch), "nvidia") if torch else None
+    first, truncated = libraries([d for d in (torch, nvidia) if d and os.path.isdir(d)], LIMIT)
     rest, more = libraries([d for d in others if d and os.path.isdir(d)], LIMIT - len(first))
     env = dict(os.environ)
     results = {path: listed(loader, path, env) for path in first}

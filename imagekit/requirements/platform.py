@@ -114,9 +114,6 @@ class NativeArchitecture(ProbedRequirement):
         )
 
 
-# Libraries a node provides at run time, not the image: the NVIDIA container toolkit mounts the
-# driver's, matched to the host's kernel module. An image that carried its own would break.
-DRIVER_PROVIDED = frozenset({"libcuda.so.1", "libnvidia-ml.so.1"})
 # mpi4py's PyPI wheels carry one extension per MPI ABI (MPI.openmpi.*.so, MPI.mpich.*.so) and
 # load the one whose libmpi the image has: the others are meant not to resolve.
 _MPI4PY_VARIANT = re.compile(r".*/mpi4py/MPI\.([A-Za-z0-9_]+)\.[^/]*")
@@ -137,16 +134,27 @@ class _Library:
         return f"{self.path} ({needs})"
 
 
-def _libraries(facts: Mapping[str, str]) -> list[_Library]:
-    """The probe's `lib.N` rows (untrusted text), their driver-provided sonames taken out."""
+def _libraries(facts: Mapping[str, str], driver: frozenset[str]) -> list[_Library]:
+    """The probe's `lib.N` rows (untrusted text), the driver's sonames taken out."""
     found = []
     for index in range(_number(facts.get("libs", ""), limit=10_000)):
         path = facts.get(f"lib.{index}")
         if path:
             missing = facts.get(f"lib.{index}.missing", "").split()
-            kept = tuple(name for name in missing if name not in DRIVER_PROVIDED)
+            kept = tuple(name for name in missing if name not in driver)
             found.append(_Library(path, kept, facts.get(f"lib.{index}.error", "")))
     return found
+
+
+def _driver_seen(facts: Mapping[str, str], driver: frozenset[str]) -> set[str]:
+    """The driver's sonames some library needs (they are not the image's to carry)."""
+    return {
+        name
+        for key, value in facts.items()
+        if key.endswith(".missing")
+        for name in value.split()
+        if name in driver
+    }
 
 
 def _unused_variants(libraries: list[_Library]) -> set[str]:
@@ -159,21 +167,23 @@ def _unused_variants(libraries: list[_Library]) -> set[str]:
 
 
 class LibrariesResolve(ProbedRequirement):
-    """A1: each native library of torch, mpi4py and DeepSpeed's compiled ops finds every
-    library it needs, by the image's own dynamic loader (what ldd runs) under the image's
-    environment. A library that is missing, or is there for another architecture only, stops
+    """A1: each native library of torch, its nvidia-* wheels, mpi4py and DeepSpeed's compiled
+    ops finds every library it needs, by the image's own dynamic loader (what ldd runs) under
+    the image's environment. A library that is missing, or is there for another architecture only, stops
     the import on every rank ("cannot open shared object file"), which no check of the files
     alone shows: a wheel built against a library of the builder stage, an op linked to a
     toolkit the image does not keep, an MPI the image does not have.
 
     Judged as a rank loads them: torch first, so what torch's libraries loaded is found by
-    soname when mpi4py and the ops load. The driver's libraries (libcuda.so.1,
-    libnvidia-ml.so.1) come from the node at run time and are not required. mpi4py's wheels
-    carry one extension per MPI ABI and load the one that resolves: one must."""
+    soname when mpi4py and the ops load. The driver's libraries (the profile's
+    `driver_libraries`: libcuda.so.1, libnvidia-ml.so.1, ...) come from the node at run time,
+    mounted by the NVIDIA container runtime, and are not required. mpi4py's wheels carry one
+    extension per MPI ABI and load the one that resolves: one must."""
 
     check_id = "native-libraries"
     requirement = "A1"
-    title = "each native library of torch, mpi4py and DeepSpeed's ops resolves in the image"
+    title = "each native library of torch, CUDA's wheels, mpi4py and DeepSpeed's ops resolves"
+    profiles = "the profile's `driver_libraries` come from the node's driver, not the image"
     fix = (
         "install what provides each missing library in the image's final stage (apt: its "
         "package for the image's architecture), or build the named module against libraries "
@@ -187,7 +197,7 @@ class LibrariesResolve(ProbedRequirement):
     ) -> Judgement:
         if facts.get("python3") == "none" or facts.get("loader") == "none":
             return Judgement("skip", "no python3 with a dynamic loader in the image")
-        libraries = _libraries(facts)
+        libraries = _libraries(facts, frozenset(profile.driver_libraries))
         if not libraries:
             return Judgement("skip", "no native library of torch, mpi4py or DeepSpeed's ops")
         unused = _unused_variants(libraries)
@@ -200,6 +210,9 @@ class LibrariesResolve(ProbedRequirement):
                 f"{len(broken)} of {len(libraries)} native libraries{more} do not resolve: {named}",
             )
         notes = f"; mpi4py's unused MPI ABI builds left out: {len(unused)}" if unused else ""
+        driver = sorted(_driver_seen(facts, frozenset(profile.driver_libraries)))
+        if driver:
+            notes += f"; left to the NVIDIA container runtime: {', '.join(driver)}"
         return Judgement("pass", f"{len(libraries)} native libraries{more} resolve{notes}")
 
 

@@ -15,5 +15,6 @@ mkdir -p "$out"
 "$python" -m pip download -q --no-deps --no-binary=:all: --require-hashes -d "$out" \
   -r "$out/sdist.txt"
 cp "$here/run.sh" "$here/optimizer_steps.py" "$here/verdict.py" \
-  "$here/../../imagekit/data/cuda_probe.py" "$here/../../examples/cifar10_deepspeed.py" "$out/"
+  "$here/../../imagekit/data/cuda_probe.py" "$here/../../imagekit/data/libs_probe.sh" \
+  "$here/../../examples/cifar10_deepspeed.py" "$out/"
 ls -la "$out"

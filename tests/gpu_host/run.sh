@@ -2,7 +2,8 @@
 # On a GPU host with torch and nvcc (no network needed), from the folder prepare.sh filled:
 # build the recipe's DeepSpeed with its prebuilt ops the way the image's builder stage does
 # (the plan's DS_BUILD_* / TORCH_CUDA_ARCH_LIST environment, no build isolation), then
-#  1. run imagekit check's own probe (cuda_probe.py) against it, with a GPU present;
+#  1. run imagekit check's own probes (cuda_probe.py, libs_probe.sh) against it, with a GPU
+#     present;
 #  2. step FusedAdam on the GPU and DeepSpeedCPUAdam on the CPU against torch's AdamW;
 #  3. train E1 (examples/cifar10_deepspeed.py, ZeRO 2) on the GPU over NCCL, fp32 and bf16.
 # Stops at the first step that breaks; the verdict (results.json) fails on any wrong answer.
@@ -46,8 +47,10 @@ build_s=$(($(date +%s) - started))
 python3 -c 'import deepspeed; print("deepspeed", deepspeed.__version__, deepspeed.__file__)'
 echo "DeepSpeed and its ops built in ${build_s}s"
 
-say "1. imagekit check's probe (cuda_probe.py), a GPU present"
+say "1. imagekit check's probes (cuda_probe.py, libs_probe.sh), a GPU present"
 python3 "$dir/cuda_probe.py" "$(cat "$dir/ops.txt")" | tail -n 1 | tee "$out/probe.json"
+sh "$dir/libs_probe.sh" > "$out/libs.txt"
+grep -E '^(libs|loader)\b|\.(missing|error)\b' "$out/libs.txt" || true
 
 say "2. optimizer steps on the prebuilt ops"
 python3 "$dir/optimizer_steps.py" | tee "$out/optimizer.json"

@@ -11,6 +11,20 @@ def train_line(path: pathlib.Path):
     return json.loads(lines[-1].split(" ", 1)[1]) if lines else None
 
 
+def unresolved_libraries(text: str) -> dict:
+    """libs_probe.sh's lines -> {library: what it lacks}, for every library that does not
+    resolve (no mpi4py on these hosts; imagekit check's own judgement handles its ABI builds)."""
+    facts = dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
+    found = {}
+    for key, path in facts.items():
+        if key.startswith("lib.") and key.count(".") == 1:
+            missing = facts.get(f"{key}.missing", "").split()
+            error = facts.get(f"{key}.error", "").strip()
+            if missing or error:
+                found[path] = missing or [error]
+    return found
+
+
 def failures_of(probe: dict, optimizer: dict, e1: dict) -> list[str]:
     failures = []
     if probe.get("unresolved"):
@@ -34,6 +48,7 @@ def failures_of(probe: dict, optimizer: dict, e1: dict) -> list[str]:
 
 def main(out: pathlib.Path, build_seconds: int) -> int:
     probe = json.loads((out / "probe.json").read_text())
+    probe["unresolved"] = unresolved_libraries((out / "libs.txt").read_text())
     optimizer = json.loads((out / "optimizer.json").read_text())
     e1 = {dtype: train_line(out / f"e1-{dtype}.txt") for dtype in ("fp32", "bf16")}
     failures = failures_of(probe, optimizer, e1)

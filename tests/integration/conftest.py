@@ -8,15 +8,18 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import docker.errors
 import pytest
 
+from imagekit.build.base import BINFMT
 from imagekit.build.plan import make_plan
 from imagekit.engine.client import Engine
 from imagekit.errors import EngineUnavailableError
+from imagekit.platforms import MACHINES
 from imagekit.recipe.loader import load_recipe
 
 from ..conftest import RECIPES, ROOT
@@ -26,6 +29,8 @@ OMPI5_RECIPE = RECIPES / "deepspeed-cpu-ompi5.yaml"
 NONROOT_RECIPE = RECIPES / "deepspeed-cpu-nonroot.yaml"
 OMPI5_NONROOT_RECIPE = RECIPES / "deepspeed-cpu-ompi5-nonroot.yaml"
 RDMA_RECIPE = RECIPES / "deepspeed-cpu-rdma.yaml"
+ARM64_RECIPE = RECIPES / "deepspeed-cpu-arm64.yaml"
+QEMU_HANDLER = BINFMT / MACHINES["arm64"][1]
 
 
 def pytest_collection_modifyitems(items):
@@ -62,13 +67,68 @@ def _kept_refs() -> set[str]:
 # Session fixtures whose builds other modules reuse as cache.
 SESSION_BUILDS = ("cpu_image", "nonroot_image", "ompi5_image", "ompi5_nonroot_image", "mini")
 
+# The session's cells, built side by side before its first test: each lane in order (a later
+# recipe reuses its lane's layers), the lanes at once. One build leaves a core idle much of
+# the time (downloads, dpkg's fsyncs, the layer commits), so two or three lanes finish well
+# before their sum. Fixture -> (lane, recipe); a lane holds only the fixtures a test uses.
+LANES = {
+    "cpu_image": ("debian12", CPU_RECIPE),
+    "nonroot_image": ("debian12", NONROOT_RECIPE),
+    "rdma_image": ("debian12", RDMA_RECIPE),
+    "ompi5_image": ("debian13", OMPI5_RECIPE),
+    "ompi5_nonroot_image": ("debian13", OMPI5_NONROOT_RECIPE),
+    "arm64_image": ("arm64", ARM64_RECIPE),  # test_platform's, under qemu: the longest lane
+}
+
+
+class Prebuilds:
+    """The lanes' builds, each a future of its BuiltImage; `take` waits for one, or builds
+    the recipe now when no lane did."""
+
+    def __init__(self) -> None:
+        self._futures: dict[Path, Future[BuiltImage]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=len({lane for lane, _ in LANES.values()}))
+
+    def start(self, engine: Engine, fixtures: set[str]) -> None:
+        lanes: dict[str, list[Path]] = {}
+        for fixture, (lane, recipe) in LANES.items():
+            if fixture in fixtures and recipe not in self._futures:
+                if recipe == ARM64_RECIPE and not QEMU_HANDLER.exists():
+                    continue  # its module says why (a skip here, a failure in CI)
+                lanes.setdefault(lane, []).append(recipe)
+        for recipes in lanes.values():
+            previous: Future[BuiltImage] | None = None
+            for recipe in recipes:
+                previous = self._pool.submit(self._after, previous, engine, recipe)
+                self._futures[recipe] = previous
+
+    @staticmethod
+    def _after(previous: Future | None, engine: Engine, recipe: Path) -> BuiltImage:
+        if previous is not None:
+            previous.exception()  # in order; a failed parent fails its own fixture, not this
+        return build_for_real(engine, recipe)
+
+    def wait(self) -> None:
+        for future in list(self._futures.values()):
+            future.exception()
+
+    def take(self, engine: Engine, recipe: Path) -> BuiltImage:
+        future = self._futures.get(recipe)
+        return future.result() if future is not None else build_for_real(engine, recipe)
+
+
+PREBUILDS = Prebuilds()
+
 
 @pytest.fixture(scope="session")
-def _session_builds(request):
+def _session_builds(request, engine):
     """Build the session's images before any module cleans up after itself: their builder
     stages are untagged images, which a module's cleanup would otherwise take for its own
-    leftovers, and every later build of those recipes would start over."""
+    leftovers, and every later build of those recipes would start over. The lanes run side by
+    side and are all done before the first test, so no test sees another's build."""
     used = {n for item in request.session.items for n in getattr(item, "fixturenames", ())}
+    PREBUILDS.start(engine, used)
+    PREBUILDS.wait()
     for name in SESSION_BUILDS:
         if name in used:
             request.getfixturevalue(name)
@@ -169,33 +229,33 @@ def build_for_real(engine: Engine, recipe: Path) -> BuiltImage:
 @pytest.fixture(scope="session")
 def cpu_image(engine) -> BuiltImage:
     """recipes/deepspeed-cpu.yaml, built for real once per session (cache makes reruns fast)."""
-    return build_for_real(engine, CPU_RECIPE)
+    return PREBUILDS.take(engine, CPU_RECIPE)
 
 
 @pytest.fixture(scope="session")
 def ompi5_image(engine) -> BuiltImage:
     """recipes/deepspeed-cpu-ompi5.yaml (Debian 13, Open MPI 5.0.7), built for real once."""
-    return build_for_real(engine, OMPI5_RECIPE)
+    return PREBUILDS.take(engine, OMPI5_RECIPE)
 
 
 @pytest.fixture(scope="session")
 def rdma_image(engine) -> BuiltImage:
     """recipes/deepspeed-cpu-rdma.yaml (Open MPI 4 + UCX + rdma-core), built for real once."""
-    return build_for_real(engine, RDMA_RECIPE)
+    return PREBUILDS.take(engine, RDMA_RECIPE)
 
 
 @pytest.fixture(scope="session")
 def nonroot_image(engine, cpu_image) -> BuiltImage:
     """recipes/deepspeed-cpu-nonroot.yaml: deepspeed-cpu's layers plus the MPI user's (K1);
     built after the CPU image, whose cache it shares."""
-    return build_for_real(engine, NONROOT_RECIPE)
+    return PREBUILDS.take(engine, NONROOT_RECIPE)
 
 
 @pytest.fixture(scope="session")
 def ompi5_nonroot_image(engine, ompi5_image) -> BuiltImage:
     """recipes/deepspeed-cpu-ompi5-nonroot.yaml: deepspeed-cpu-ompi5's layers plus the MPI
     user's (K1 with Open MPI 5); built after the Open MPI 5 image, whose cache it shares."""
-    return build_for_real(engine, OMPI5_NONROOT_RECIPE)
+    return PREBUILDS.take(engine, OMPI5_NONROOT_RECIPE)
 
 
 def slow_profile(tmp_path: Path) -> Path:

@@ -15,16 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.build.base import BINFMT
 from imagekit.engine.registry import RegistryClient
-from imagekit.platforms import MACHINES
 
-from .conftest import RECIPES, build_for_real, imagekit, marked, run_in
+from .conftest import ARM64_RECIPE, PREBUILDS, QEMU_HANDLER, imagekit, marked, run_in
 from .test_publish import Registry, publish, running
 from .test_smoke import nothing_left
 
-ARM64_RECIPE = RECIPES / "deepspeed-cpu-arm64.yaml"
-QEMU_HANDLER = BINFMT / MACHINES["arm64"][1]
 # Where DeepSpeed would load a compiled op from: both halves of A1 read it.
 FOREIGN = "/usr/local/lib/python3.11/dist-packages/deepspeed/ops/_native.so"
 
@@ -40,7 +36,7 @@ def _needs_emulation() -> None:
 @pytest.fixture(scope="module")
 def arm64_image(engine):
     _needs_emulation()
-    return build_for_real(engine, ARM64_RECIPE)
+    return PREBUILDS.take(engine, ARM64_RECIPE)  # built in the session's arm64 lane
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,17 @@ def _good():
     return probe, optimizer, {"fp32": dict(run), "bf16": dict(run)}
 
 
+def test_the_library_probes_lines_become_the_unresolved_libraries():
+    lines = "loader\t/lib64/ld.so\nlibs\t2\nlib.0\t/t/_C.so\nlib.0.missing\t\n"
+    lines += "lib.1\t/t/lib/libtorch_cuda.so\nlib.1.missing\tlibcublasLt.so.12 libx.so\nend\t1\n"
+    assert verdict.unresolved_libraries(lines) == {
+        "/t/lib/libtorch_cuda.so": ["libcublasLt.so.12", "libx.so"]
+    }
+    assert verdict.unresolved_libraries("lib.0\t/a.so\nlib.0.error\tnot ELF\n") == {
+        "/a.so": ["not ELF"]
+    }
+
+
 def test_a_good_run_has_no_failures():
     assert verdict.failures_of(*_good()) == []
 

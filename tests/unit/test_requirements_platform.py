@@ -152,9 +152,15 @@ def test_a_library_the_loader_refuses_fails_with_its_words():
     assert result.failed and f"{OP} (not a dynamic executable)" in result.evidence
 
 
-def test_the_drivers_libraries_come_from_the_node():
-    result = judge_libs(libs(("/torch/lib/libtorch_cuda.so", "libcuda.so.1 libnvidia-ml.so.1")))
+def test_the_drivers_libraries_come_from_the_node_as_the_profile_names_them():
+    facts = libs(("/torch/lib/libtorch_cuda.so", "libcuda.so.1 libnvidia-ml.so.1"))
+    result = judge_libs(facts)
     assert result.passed
+    assert "left to the NVIDIA container runtime: libcuda.so.1, libnvidia-ml.so.1" in (
+        result.evidence
+    )
+    no_driver = SEED.model_copy(update={"driver_libraries": ()})
+    assert LibrariesResolve.judge(facts, {}, no_driver).failed
 
 
 def test_mpi4py_needs_one_of_its_abi_builds_to_resolve():
