@@ -210,10 +210,13 @@ def _versions_probe(box: Container) -> dict[str, Any]:
 
 def parse_probe_output(output: str) -> dict[str, Any]:
     """A probe's `KEY<TAB>VALUE` lines (the first of each key wins); `has` lines gather into
-    one set, `key` lines into the list `keys`."""
+    one set, `key` lines into the list `keys`. The image prints them, so it may print
+    anything: a character that is not printable (an escape sequence meant for the terminal
+    that shows a report) becomes `?` before any check reads it."""
     facts: dict[str, Any] = {"has": set(), "keys": []}
     for line in output.splitlines():
         key, tab, value = line.partition("\t")
+        value = "".join(c if c.isprintable() else "?" for c in value)
         if not tab or not value.strip():
             continue
         if key == "has":

@@ -169,10 +169,10 @@ def _unused_variants(libraries: list[_Library]) -> set[str]:
 class LibrariesResolve(ProbedRequirement):
     """A1: each native library of torch, its nvidia-* wheels, mpi4py and DeepSpeed's compiled
     ops finds every library it needs, by the image's own dynamic loader (what ldd runs) under
-    the image's environment. A library that is missing, or is there for another architecture only, stops
-    the import on every rank ("cannot open shared object file"), which no check of the files
-    alone shows: a wheel built against a library of the builder stage, an op linked to a
-    toolkit the image does not keep, an MPI the image does not have.
+    the image's environment. A library that is missing, or is there for another architecture
+    only, stops the import on every rank ("cannot open shared object file"), which no check
+    of the files alone shows: a wheel built against a library of the builder stage, an op
+    linked to a toolkit the image does not keep, an MPI the image does not have.
 
     Judged as a rank loads them: torch first, so what torch's libraries loaded is found by
     soname when mpi4py and the ops load. The driver's libraries (the profile's

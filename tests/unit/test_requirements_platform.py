@@ -232,3 +232,12 @@ def test_the_libs_probe_runs_this_hosts_loader_and_names_a_missing_soname(tmp_pa
     assert verdict.failed, verdict
     assert f"1 of 2 native libraries do not resolve: {tmp_path}/deepspeed/" in verdict.evidence
     assert "(needs libzzl.so.3)" in verdict.evidence
+
+
+def test_a_probes_unprintable_characters_never_reach_a_judgement():
+    """An image controls what its probe prints: an escape sequence meant for the terminal
+    that shows the report is replaced before a unit reads it."""
+    facts = parse_probe_output("libs\t1\nlib.0\t/x/\x1b[2J.so\nlib.0.missing\tlibz\x07.so\n")
+    facts = {k: v for k, v in facts.items() if isinstance(v, str)}
+    verdict = judge_libs(facts)
+    assert verdict.failed and "/x/?[2J.so (needs libz?.so)" in verdict.evidence
