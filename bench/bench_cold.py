@@ -34,10 +34,8 @@ CA = Path(os.environ.get("IMAGEKIT_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.c
 WHEELHOUSE = Path(os.environ.get("IMAGEKIT_WHEELHOUSE", ROOT / ".cache" / "wheelhouse"))
 
 
-LOGS: Path | None = None  # --logs: where each imagekit build's plain log (step times) goes
-
-
-def imagekit_build(*flags: str, name: str = "warm-up") -> float:
+def imagekit_build(*flags: str, name: str = "warm-up", logs: Path | None = None) -> float:
+    """One cold imagekit build's seconds; its plain log (step times) kept in `logs`."""
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "imagekit", "build", str(RECIPE), "--no-cache", "--locked"]
@@ -47,8 +45,8 @@ def imagekit_build(*flags: str, name: str = "warm-up") -> float:
     )
     if result.returncode != 0:
         raise SystemExit(f"imagekit build failed:\n{result.stderr[-3000:]}")
-    if LOGS is not None:
-        (LOGS / f"imagekit-{name}.log").write_text(result.stdout + result.stderr)
+    if logs is not None:
+        (logs / f"imagekit-{name}.log").write_text(result.stdout + result.stderr)
     return time.monotonic() - started
 
 
@@ -74,28 +72,30 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--logs", type=Path, help="keep each imagekit build's log (step times)")
     args = parser.parse_args()
-    runs = args.runs
-    global LOGS
-    LOGS = args.logs
-    if LOGS is not None:
-        LOGS.mkdir(parents=True, exist_ok=True)
+    runs, logs = args.runs, args.logs
+    if logs is not None:
+        logs.mkdir(parents=True, exist_ok=True)
     engine = Engine.connect()
     plan = make_plan(load_recipe(RECIPE))
-    imagekit_build()  # the base (bootstrapped once, shared by both) and a warm pip/apt path
+    imagekit_build(
+        logs=logs
+    )  # the base (bootstrapped once, shared by both) and a warm pip/apt path
     rows, ours, theirs = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         context = _context(Path(tmp))
         for run in range(1, runs + 1):
             if run % 2:
-                a = imagekit_build(name=f"run{run}")
+                a = imagekit_build(name=f"run{run}", logs=logs)
                 b, hand_id = handwritten_build(engine, context, plan.base_image)
             else:
                 b, hand_id = handwritten_build(engine, context, plan.base_image)
-                a = imagekit_build(name=f"run{run}")
+                a = imagekit_build(name=f"run{run}", logs=logs)
             ours.append(a)
             theirs.append(b)
             rows.append([str(run), f"{a:.1f} s", f"{b:.1f} s", f"{a / b:.2f}x"])
-        normalized = imagekit_build("--source-date-epoch", "1700000000", name="normalized")
+        normalized = imagekit_build(
+            "--source-date-epoch", "1700000000", name="normalized", logs=logs
+        )
     size_ours = engine.inspect_image(plan.image)["Size"] / 1e9
     size_hand = engine.inspect_image(hand_id)["Size"] / 1e9
     engine.api.remove_image(hand_id, force=True)

@@ -122,8 +122,9 @@ _MPI4PY_VARIANT = re.compile(r".*/mpi4py/MPI\.([A-Za-z0-9_]+)\.[^/]*")
 @dataclass(frozen=True)
 class _Library:
     path: str
-    missing: tuple[str, ...]
+    missing: tuple[str, ...]  # what the image lacks
     error: str
+    from_driver: tuple[str, ...] = ()  # what the node's driver provides at run time
 
     @property
     def resolves(self) -> bool:
@@ -141,20 +142,15 @@ def _libraries(facts: Mapping[str, str], driver: frozenset[str]) -> list[_Librar
         path = facts.get(f"lib.{index}")
         if path:
             missing = facts.get(f"lib.{index}.missing", "").split()
-            kept = tuple(name for name in missing if name not in driver)
-            found.append(_Library(path, kept, facts.get(f"lib.{index}.error", "")))
+            found.append(
+                _Library(
+                    path,
+                    tuple(name for name in missing if name not in driver),
+                    facts.get(f"lib.{index}.error", ""),
+                    tuple(name for name in missing if name in driver),
+                )
+            )
     return found
-
-
-def _driver_seen(facts: Mapping[str, str], driver: frozenset[str]) -> set[str]:
-    """The driver's sonames some library needs (they are not the image's to carry)."""
-    return {
-        name
-        for key, value in facts.items()
-        if key.endswith(".missing")
-        for name in value.split()
-        if name in driver
-    }
 
 
 def _unused_variants(libraries: list[_Library]) -> set[str]:
@@ -210,7 +206,7 @@ class LibrariesResolve(ProbedRequirement):
                 f"{len(broken)} of {len(libraries)} native libraries{more} do not resolve: {named}",
             )
         notes = f"; mpi4py's unused MPI ABI builds left out: {len(unused)}" if unused else ""
-        driver = sorted(_driver_seen(facts, frozenset(profile.driver_libraries)))
+        driver = sorted({name for lib in libraries for name in lib.from_driver})
         if driver:
             notes += f"; left to the NVIDIA container runtime: {', '.join(driver)}"
         return Judgement("pass", f"{len(libraries)} native libraries{more} resolve{notes}")
