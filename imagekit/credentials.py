@@ -137,7 +137,10 @@ def file_findings(path: str, head: bytes | None) -> list[str]:
     """Why the file at `path` (with its first bytes `head`) is a credential, masked. Private
     keys are left out: the private-keys check judges them (declared host keys are allowed)."""
     text = (head or b"").decode("utf-8", errors="replace")
-    reasons = [f"{f.what}: {f.masked}" for f in find(text) if f.what != "private key"]
+    # Most files of an image are not read (no head): only their path can say anything.
+    reasons = (
+        [f"{f.what}: {f.masked}" for f in find(text) if f.what != "private key"] if text else []
+    )
     if CREDENTIAL_FILES.search(path):
         reasons.insert(0, "a credentials file")
     elif CONFIG_FILES.search(path) and not reasons:

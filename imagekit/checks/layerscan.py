@@ -61,7 +61,11 @@ def scan_file(path: str, head: bytes | None) -> tuple[str, ...]:
 
 def scanned(files: list[LayerFile]) -> list[LayerFile]:
     """The files with their findings, their heads dropped (nothing downstream needs bytes)."""
-    return [replace(f, head=None, findings=scan_file(f.path, f.head)) for f in files]
+    result = []
+    for f in files:
+        found = scan_file(f.path, f.head)
+        result.append(f if f.head is None and not found else replace(f, head=None, findings=found))
+    return result
 
 
 @dataclass(frozen=True)

@@ -75,3 +75,10 @@ def cached(cache: ProbeCache | None, key: str, probe: Callable[[], dict[str, Any
     if cache is not None and "error" not in facts:
         cache.put(key, facts)
     return facts
+
+
+def provenance(facts: dict[str, Any]) -> str:
+    """What a check adds to its evidence when the facts it judged were kept from before."""
+    return (
+        "; read from the check cache (this image was probed before)" if facts.get("cached") else ""
+    )

@@ -26,6 +26,7 @@ from imagekit.errors import EngineError
 from imagekit.image.layers import LayerFile
 from imagekit.labels import CHECK_LABEL, LABEL_PREFIX
 from imagekit.profiles import Profile
+from imagekit.requirements import REGISTRY, ProbedRequirement
 from imagekit.secrets import keygen, split_keygen_output, write_secret
 
 OPS_LABEL = f"{LABEL_PREFIX}.deepspeed.installed-ops"  # the ops the build compiled in
@@ -112,6 +113,32 @@ class CheckContext:
         data/versions_probe.sh (one or two execs per version before)."""
         box = self.container
         self.in_background("versions", lambda: _versions_probe(box))
+
+    def prefetch_units(self) -> None:
+        """Every requirement unit's probe that applies here (each script and its arguments
+        once, however many units read it), in the background from the start: the probes of
+        A1 walk every native file and run the image's loader over each library, which took
+        most of a warm check when they ran one after the other as their checks came up. An
+        answer that is the image's alone is kept by image ID, as the torch probe's is."""
+        for unit in REGISTRY:
+            if issubclass(unit, ProbedRequirement) and not unit.skipped(self.labels, self.profile):
+                self._prefetch_unit(unit)
+
+    def _prefetch_unit(self, unit: type[ProbedRequirement]) -> None:
+        box, args = self.container, unit.probe_args(self.labels)
+        script = data_text(unit.probe)
+        key = probe_key(self.image_id, script, *args, self.gpus or "")
+        cache = ProbeCache.default() if unit.image_facts else None
+        self.in_background(
+            _unit_job(unit, args),
+            lambda: cached(cache, key, lambda: _unit_probe(box, script, args)),
+        )
+
+    def unit_facts(self, unit: type[ProbedRequirement]) -> dict[str, Any]:
+        """What the unit's probe printed ({"error": ...} when it did not run to its end)."""
+        return self._result(
+            _unit_job(unit, unit.probe_args(self.labels)), lambda: self._prefetch_unit(unit)
+        )
 
     def prefetch_mounted(self) -> None:
         """Start the second container, the keys mounted like a Secret, in the background
@@ -208,6 +235,19 @@ def _versions_probe(box: Container) -> dict[str, Any]:
     return parse_probe_output(out)
 
 
+def _unit_job(unit: type[ProbedRequirement], args: tuple[str, ...]) -> str:
+    return "\0".join(("probe", unit.probe, *args))
+
+
+def _unit_probe(box: Container, script: str, args: tuple[str, ...]) -> dict[str, Any]:
+    """A unit probe's `KEY<TAB>VALUE` facts (strings only, so they can be kept as JSON)."""
+    code, out = box.read(["/bin/sh", "-c", script, "sh", *args])
+    facts = parse_probe_output(out if code == 0 else "")
+    if "end" not in facts:
+        return {"error": f"exit {code}: {out[-300:]}"}
+    return {k: v for k, v in facts.items() if isinstance(v, str)}
+
+
 def parse_probe_output(output: str) -> dict[str, Any]:
     """A probe's `KEY<TAB>VALUE` lines (the first of each key wins); `has` lines gather into
     one set, `key` lines into the list `keys`. The image prints them, so it may print
@@ -274,6 +314,7 @@ def run_checks(
         ctx.container = box
         ctx.prefetch_torch()  # the longest read (importing torch): started first
         ctx.prefetch_versions()
+        ctx.prefetch_units()
         ctx.initial = _initial_facts(box, profile.user, profile.key_dir)
         ctx.prefetch_mounted()  # its keys belong to the user the initial facts name
         results = suite.result().run_suite(ctx, report)

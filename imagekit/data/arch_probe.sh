@@ -5,6 +5,7 @@
 if command -v python3 >/dev/null 2>&1; then
     python3 - <<'PY' 2>/dev/null
 import os, shutil, site, sys, sysconfig
+os.nice(10)  # below the torch probe, which the checks wait for longest
 
 LIMIT = 200000  # files looked at: a bound on a hostile or huge image
 roots = {"/opt/imagekit", "/opt/openmpi", "/usr/lib/python3/dist-packages"}
@@ -18,37 +19,45 @@ for name in ("sh", "bash", "sshd", "ssh", "mpirun", "orted", "prted", "ompi_info
     found = shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/bin:/opt/openmpi/bin")
     if found:
         programs.add(os.path.realpath(found))
-files = set(programs)
-def walk(roots, limit):
-    """Every file under `roots`, at most `limit` of them (and whether there were more)."""
-    found = []
-    for root in sorted(roots):
-        for top, dirs, names in os.walk(root):
-            dirs.sort()
-            for name in sorted(names):
-                if len(found) == limit:
-                    return found, True
-                found.append(os.path.join(top, name))
-    return found, False
-listed, truncated = walk(roots, LIMIT)
-files.update(listed)
-def native_candidate(path):
+def native_candidate(entry):
     """Shared libraries (extension modules are *.so too) and executables: the files a job
-    loads or runs. Other files are not opened (torch alone has tens of thousands)."""
-    name = os.path.basename(path)
-    if ".so" in name:
+    loads or runs. Judged by name and the directory entry's type first, so only those are
+    stat'ed and opened (torch alone has tens of thousands of other files)."""
+    if not entry.is_file(follow_symlinks=False):
+        return False
+    if ".so" in entry.name:
         return True
     try:
-        return "." not in name and os.stat(path).st_mode & 0o111
+        return "." not in entry.name and entry.stat(follow_symlinks=False).st_mode & 0o111
     except OSError:
         return False
+def walk(roots, limit):
+    """The native candidates under `roots`, of at most `limit` entries looked at (and
+    whether there were more). Links are not followed: the file they name is walked itself."""
+    found, seen, stack = [], 0, sorted(roots, reverse=True)
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            continue
+        below = []
+        for entry in entries:
+            if seen == limit:
+                return found, True
+            seen += 1
+            if entry.is_dir(follow_symlinks=False):
+                below.append(entry.path)
+            elif native_candidate(entry):
+                found.append(entry.path)
+        stack.extend(reversed(below))
+    return found, False
+listed, truncated = walk(roots, LIMIT)
+files = set(programs) | set(listed)
 machines = {}
 for path in sorted(files):
     try:
-        if os.path.islink(path) or not os.path.isfile(path):
-            continue
-        if path not in programs and not native_candidate(path):
-            continue
         with open(path, "rb") as handle:
             head = handle.read(20)
     except OSError:

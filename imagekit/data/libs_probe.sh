@@ -7,6 +7,7 @@
 if command -v python3 >/dev/null 2>&1; then
     python3 - <<'PY' 2>/dev/null
 import importlib.util, os, re, subprocess, sys, time
+os.nice(10)  # below the torch probe, which the checks wait for longest
 
 LIMIT = 2000  # libraries looked at: a bound on a hostile or huge image
 BUDGET = 240.0  # seconds for every loader run together (a hang in one costs at most 30)

@@ -177,24 +177,37 @@ def _layer_files(
 
 def _mark_shadowed(files: list[LayerFile]) -> list[LayerFile]:
     top: dict[str, int] = {}
-    removed: list[tuple[str, int]] = []
+    removed: dict[str, int] = {}  # a deleted path (or an opaque directory) -> its top layer
     for f in files:
         head, _, tail = f.path.rpartition("/")
         if tail == OPAQUE:
-            removed.append((head, f.layer))
+            removed[head] = max(removed.get(head, -1), f.layer)
         elif tail.startswith(WHITEOUT):
-            removed.append((f"{head}/{tail[len(WHITEOUT) :]}".lstrip("/"), f.layer))
+            gone = f"{head}/{tail[len(WHITEOUT) :]}".lstrip("/")
+            removed[gone] = max(removed.get(gone, -1), f.layer)
         else:
             top[f.path] = max(top.get(f.path, -1), f.layer)
     result = []
     for f in files:
         if f.path.rpartition("/")[2].startswith(WHITEOUT):
             continue
-        shadowed = top[f.path] > f.layer or any(
-            layer > f.layer and (f.path == p or f.path.startswith(p + "/")) for p, layer in removed
-        )
-        result.append(replace(f, shadowed=shadowed))
+        shadowed = top[f.path] > f.layer or _removed_above(f, removed)
+        result.append(replace(f, shadowed=shadowed) if shadowed else f)
     return result
+
+
+def _removed_above(f: LayerFile, removed: dict[str, int]) -> bool:
+    """Whether a layer above f's deletes f's path or a directory it is in: a lookup per
+    directory of its path, not a scan of every deletion (an image has hundreds)."""
+    if not removed:
+        return False
+    path = f.path
+    while True:
+        if removed.get(path, -1) > f.layer:
+            return True
+        path = path.rpartition("/")[0]
+        if not path:
+            return False
 
 
 # -- the final filesystem, with every property a diff must see ------------------------------

@@ -100,10 +100,19 @@ class ProbedRequirement(Requirement):
     (checks_units.py); `judge` is pure and may answer "skip" when the unit does not apply."""
 
     probe: ClassVar[str]  # a data file: the script, run as `sh -c SCRIPT sh ARGS...`
+    # Whether what the probe prints depends on the image alone, so that an answer can be kept
+    # by image ID (checks/probecache.py); False where it asks the host (devices, limits).
+    image_facts: ClassVar[bool] = True
 
     @classmethod
     def probe_args(cls, labels: Mapping[str, str]) -> tuple[str, ...]:
         return ()
+
+    @classmethod
+    def skipped(cls, labels: Mapping[str, str], profile: Profile) -> str | None:
+        """Why the unit does not apply to this image under `profile` whatever its probe
+        would print (then the probe does not run), or None. `judge` answers the same."""
+        return None
 
     @classmethod
     def judge(

@@ -152,6 +152,11 @@ def _needed(labels: Mapping[str, str], profile: Profile) -> str | None:
 class FabricProbed(ProbedRequirement):
     probe = FABRIC_PROBE
     profiles = "judged for images that declare fabric rdma and under profiles with fabric: rdma"
+    image_facts = False  # libibverbs lists the host's devices
+
+    @classmethod
+    def skipped(cls, labels: Mapping[str, str], profile: Profile) -> str | None:
+        return _needed(labels, profile)
 
     @classmethod
     def probe_args(cls, labels: Mapping[str, str]) -> tuple[str, ...]:
@@ -161,7 +166,7 @@ class FabricProbed(ProbedRequirement):
     def judge(cls, facts, labels, profile) -> Judgement:
         """The section applies to images that declare RDMA and under RDMA profiles; each
         unit's own rule (`judge_fabric`) runs only there."""
-        skip = _needed(labels, profile)
+        skip = cls.skipped(labels, profile)
         if skip:
             return Judgement("skip", skip)
         return cls.judge_fabric(facts, labels, profile)

@@ -81,10 +81,11 @@ def test_an_image_whose_mpi4py_cannot_find_libmpi_fails_native_libraries_only(
     assert "(needs libmpi.so.40)" in row["evidence"] and "(needs libmpi.so.12)" in row["evidence"]
 
 
-def test_a_second_check_of_an_image_reads_its_torch_facts_from_the_cache(cpu_image, tmp_path):
+def test_a_second_check_of_an_image_reads_its_probes_facts_from_the_cache(cpu_image, tmp_path):
     """Issue 16: the torch probe (importing torch and DeepSpeed in the image: seconds of CPU)
     answers once per image ID; a second check of the same image reads that answer and
-    reaches the same verdicts. A cache turned off probes again."""
+    reaches the same verdicts. A cache turned off probes again. Issue 39: so do the A1 units'
+    probes (every native file's ELF header, the loader over each library)."""
     env = {**build_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     runs = []
     for extra in ({}, {}, {"IMAGEKIT_CHECK_CACHE": "off"}):
@@ -99,6 +100,9 @@ def test_a_second_check_of_an_image_reads_its_torch_facts_from_the_cache(cpu_ima
     # where it came from.
     assert first.startswith("the image's label names no prebuilt op"), first
     assert first == off and second.startswith(first), (first, second, off)
+    for unit in ("architecture", "native-libraries"):
+        first, second, off = (run[unit]["evidence"] for run in runs)
+        assert kept not in first and first == off and second.startswith(f"{first}; {kept}"), unit
     for run in runs[1:]:
         assert {i: r["status"] for i, r in run.items()} == {
             i: r["status"] for i, r in runs[0].items()

@@ -167,6 +167,20 @@ def test_today_s_images_under_today_s_profiles_skip_the_section():
         assert unit.judge({}, {}, SEED).status == "skip"
 
 
+@pytest.mark.parametrize("labels", [{}, RDMA_LABELS])
+@pytest.mark.parametrize("profile", [SEED, SEED_RDMA])
+def test_the_section_skips_before_its_probe_runs_exactly_where_the_judgement_skips(labels, profile):
+    """Issue 39: the check does not run the fabric probe where the units would skip whatever
+    it printed (a TCP image under a TCP profile); where they judge, the probe runs."""
+    for unit in (VerbsLoads, ProvidersRegistered, UcxPml):
+        before = unit.skipped(labels, profile)
+        judged = unit.judge({}, labels, profile)
+        assert (before is not None) == (judged.status == "skip"), unit
+        if before:
+            assert judged.evidence == before
+    assert (VerbsLoads.skipped(labels, profile) is None) == bool(labels or profile is SEED_RDMA)
+
+
 @pytest.mark.parametrize(
     "unit, broken, evidence",
     [

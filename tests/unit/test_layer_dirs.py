@@ -13,8 +13,19 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from imagekit.image.layers import final_tree, tree_in_place, walk, walk_dirs
+from imagekit.image.layers import (
+    OPAQUE,
+    WHITEOUT,
+    LayerFile,
+    final_tree,
+    stack,
+    tree_in_place,
+    walk,
+    walk_dirs,
+)
 
 # Each layer: path -> file content, or None for "deleted here", or "OPAQUE" for a directory
 # whose lower contents are hidden.
@@ -305,3 +316,44 @@ def test_the_image_config_is_read_from_the_store_only_when_its_hash_is_the_image
     monkeypatch.delenv("DOCKER_HOST")
     (store / digest).write_bytes(data.replace(b"1", b"2"))  # changed: no longer the ID's
     assert engine.image_config(f"sha256:{digest}") is None
+
+
+# -- which files a higher layer hides (stack) -------------------------------------------------
+
+_NAMES = st.sampled_from(["a", "b", "c", ".wh.a", ".wh.b", OPAQUE])
+
+
+def _layer_paths(draw_paths):
+    return [LayerFile(-1, path, 1, 0o644) for path in dict.fromkeys(draw_paths)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.lists(_NAMES, min_size=1, max_size=3).map("/".join), max_size=8),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_file_is_shadowed_exactly_when_a_higher_layer_deletes_or_rewrites_it(layers):
+    """Issue 39: the shadow marks are looked up per directory of a path (an image has 40000
+    files and hundreds of deletions); the answer is the definition's, read the slow way."""
+    layers = [_layer_paths(paths) for paths in layers]
+    numbered = [(index, f.path) for index, layer in enumerate(layers) for f in layer]
+    deleted = []  # (path, layer): a whiteout's path, or an opaque marker's directory
+    for index, path in numbered:
+        head, _, tail = path.rpartition("/")
+        if tail == OPAQUE:
+            deleted.append((head, index))
+        elif tail.startswith(WHITEOUT):
+            deleted.append((f"{head}/{tail[len(WHITEOUT) :]}".lstrip("/"), index))
+    expected = {
+        (index, path): any(i > index for i, p in numbered if p == path)
+        or any(
+            above > index and (path == gone or path.startswith(gone + "/"))
+            for gone, above in deleted
+        )
+        for index, path in numbered
+        if not path.rpartition("/")[2].startswith(WHITEOUT)
+    }
+    assert {(f.layer, f.path): f.shadowed for f in stack(layers)} == expected

@@ -111,6 +111,45 @@ def test_the_probe_reads_this_hosts_files_as_its_own_architecture():
     assert judge({**facts, CONFIG_ARCH_FACT: other}).failed
 
 
+def _elf(path: Path, machine: int) -> None:
+    """An ELF header naming `machine`, all the probe reads of a file."""
+    path.write_bytes(b"\x7fELF\x02\x01" + bytes(12) + machine.to_bytes(2, "little") + bytes(44))
+
+
+def test_the_probe_reads_native_files_by_entry_and_follows_no_link(tmp_path):
+    """The walk (issue 39: judged by name and directory entry, so only candidates are opened):
+    a foreign .so in site-packages is found and named; a link to a file outside the walked
+    trees is not read, a link to a directory is not walked (no loop), and other files are not
+    native candidates."""
+    venv = tmp_path / "venv"
+    subprocess.run(["python3", "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    package = site / "pkg"
+    package.mkdir()
+    _elf(package / "_foreign.cpython-311-aarch64-linux-gnu.so", 183)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _elf(outside / "other.so", 40)
+    (package / "linked.so").symlink_to(outside / "other.so")
+    (package / "loop").symlink_to(package, target_is_directory=True)
+    _elf(package / "notes.txt", 40)  # an ELF named like data: not a candidate
+    env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}
+    result = subprocess.run(
+        ["/bin/sh", "-c", data_text(ARCH_PROBE), "sh"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    facts = {k: v for k, v in parse_probe_output(result.stdout).items() if isinstance(v, str)}
+    assert facts.get("end") == "1", result.stdout + result.stderr
+    assert facts["machine.183"] == "1" and "machine.40" not in facts, facts
+    assert facts["machine.183.0"] == str(package / "_foreign.cpython-311-aarch64-linux-gnu.so")
+    if HOST_ARCH == "amd64":
+        verdict = judge({**facts, CONFIG_ARCH_FACT: "amd64"})
+        assert verdict.failed and "_foreign.cpython-311" in verdict.evidence, verdict
+
+
 # --- native-libraries: each library of torch, mpi4py and the ops resolves (libs_probe.sh) ---
 
 OMPI_VARIANT = "/usr/local/lib/python3.11/dist-packages/mpi4py/MPI.openmpi.cpython-311.so"

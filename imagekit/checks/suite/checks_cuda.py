@@ -8,6 +8,7 @@ import pytest
 
 from imagekit.checks import check
 from imagekit.checks.facts import expect, has
+from imagekit.checks.probecache import provenance
 
 
 @check(
@@ -27,9 +28,7 @@ def check_prebuilt_ops(ctx, host, note):
         pytest.skip("no torch in the image")
     failed = {op: why for op, why in found["ops"].items() if why != "ok"}
     expect(not failed, "; ".join(f"{op}: {why}" for op, why in sorted(failed.items())))
-    kept = (
-        "; read from the check cache (this image was probed before)" if found.get("cached") else ""
-    )
+    kept = provenance(found)
     if not found["ops"]:
         note("info", f"the image's label names no prebuilt op to import{kept}")
     else:

@@ -1,41 +1,44 @@
 """Requirement units (imagekit/requirements) the suite judges without code of their own: one
 check each, made here from the registry, so a new unit needs nothing in the suite. Units of
 the image config judge its ENV; probed units judge what their probe script printed, each
-probe run once (one exec) for all the units that read it, its facts joined by the image
-config's architecture (CONFIG_ARCH_FACT), which no container can see."""
+probe run once for all the units that read it (one exec, which the runner starts before the
+first check, its answer kept by image ID where it is the image's alone), its facts joined by
+the image config's architecture (CONFIG_ARCH_FACT), which no container can see."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from imagekit.checks import check
 from imagekit.checks.facts import expect_judgement, image_env
-from imagekit.checks.runner import parse_probe_output
-from imagekit.datafiles import data_text
+from imagekit.checks.probecache import provenance
 from imagekit.requirements import REGISTRY, EnvRequirement, ProbedRequirement, Requirement
 from imagekit.requirements.platform import CONFIG_ARCH_FACT
 
 
 def _probed(ctx, unit: type[ProbedRequirement]) -> dict[str, str]:
-    args = unit.probe_args(ctx.labels)
-    key = ("probe", unit.probe, args)
-    if key not in ctx.shared:
-        script = data_text(unit.probe)
-        code, out = ctx.container.read(["/bin/sh", "-c", script, "sh", *args])
-        facts = parse_probe_output(out if code == 0 else "")
-        if "end" not in facts:
-            pytest.fail(f"{unit.probe} did not run in the image (exit {code}): {out[-300:]}")
-        facts = {k: v for k, v in facts.items() if isinstance(v, str)}
-        ctx.shared[key] = {**facts, CONFIG_ARCH_FACT: ctx.architecture}
-    return ctx.shared[key]
+    """The unit's probe's facts (prefetched by the runner, or read now), with the config's
+    architecture, which no container can see."""
+    facts = ctx.unit_facts(unit)
+    if "error" in facts:
+        pytest.fail(f"{unit.probe} did not run in the image ({facts['error']})")
+    return {**facts, CONFIG_ARCH_FACT: ctx.architecture}
 
 
 def _judged(ctx, unit: type[Requirement]):
     if issubclass(unit, EnvRequirement):
         skip = unit.skip_reason(ctx.profile)
         return None if skip else unit.judge(image_env(ctx), ctx.profile), skip
-    judgement = unit.judge(_probed(ctx, unit), ctx.labels, ctx.profile)
-    return judgement, (judgement.evidence if judgement.status == "skip" else None)
+    skip = unit.skipped(ctx.labels, ctx.profile)
+    if skip:  # the probe need not run
+        return None, skip
+    facts = _probed(ctx, unit)
+    judgement = unit.judge(facts, ctx.labels, ctx.profile)
+    if judgement.status == "skip":
+        return judgement, judgement.evidence
+    return replace(judgement, evidence=judgement.evidence + provenance(facts)), None
 
 
 def _check_of(unit: type[Requirement]):
