@@ -309,7 +309,6 @@ def run_checks(
     started = time.monotonic()
     report(Message(f"starting a container from {image}"))
     try:
-        ctx.prefetch_layers()
         box = engine.start_container(image, user="0", gpus=gpus, **ctx.keepalive())
         ctx.container = box
         ctx.prefetch_torch()  # the longest read (importing torch): started first

@@ -2,8 +2,10 @@
 background: what torch says about CUDA and NCCL, and does each prebuilt op import? No GPU is
 needed. Prints one JSON object. Imports nothing of the image's packages except in one child
 process (torch is imported once there, for every fact), so a crash there is reported, not
-fatal. Whether their libraries resolve is A1's `native-libraries` (data/libs_probe.sh)."""
+fatal; and not even there when the packages' generated files say nothing needs importing.
+Whether their libraries resolve is A1's `native-libraries` (data/libs_probe.sh)."""
 
+import ast
 import importlib.util
 import json
 import os
@@ -76,14 +78,51 @@ def torch_facts(child, ops):
         return {"torch_cuda": None, "nccl": None, "ops": {op: why for op in ops}}
 
 
+def literals(path):
+    """The top-level `NAME = literal` assignments of a generated module (torch's version.py,
+    DeepSpeed's git_version_info_installed.py), read without running it; {} if unreadable."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(1_000_000))
+    except (OSError, ValueError, SyntaxError):
+        return {}
+    found = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and getattr(node, "value", None) is not None:
+            try:
+                found[target.id] = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                pass
+    return found
+
+
+def known_without_import(ops, torch_dir, ds_dir):
+    """The facts, when nothing needs importing: no op named, a CPU torch (no NCCL to ask
+    for), and a DeepSpeed that installed no op. Importing torch and DeepSpeed costs seconds
+    of CPU that the rest of a check then waits for. None when anything must be imported."""
+    if ops or literals(os.path.join(torch_dir, "version.py")).get("cuda", "unknown") is not None:
+        return None
+    if ds_dir:
+        installed = literals(os.path.join(ds_dir, "git_version_info_installed.py")).get(
+            "installed_ops"
+        )
+        if not isinstance(installed, dict) or any(installed.values()):
+            return None
+    return {"torch_cuda": None, "nccl": None, "ops": {}}
+
+
 def main():
     ops = [a for a in sys.argv[1].split(",") if a] if len(sys.argv) > 1 else []
     torch_dir = package_dir("torch")
     if torch_dir is None:
         print(json.dumps({"torch": None}))
         return
-    child = start_torch_facts(ops, package_dir("deepspeed"))
-    print(json.dumps({"torch": torch_dir, **torch_facts(child, ops)}))
+    ds_dir = package_dir("deepspeed")
+    facts = known_without_import(ops, torch_dir, ds_dir)
+    if facts is None:
+        facts = torch_facts(start_torch_facts(ops, ds_dir), ops)
+    print(json.dumps({"torch": torch_dir, **facts}))
 
 
 main()

@@ -249,6 +249,47 @@ def test_probe_on_cpu_torch_has_no_cuda_or_nccl(tmp_path):
     assert found["torch_cuda"] is None and found["nccl"] is None
 
 
+def _marking_torch(tmp_path: Path, version_py: str, installed_ops: str | None = None) -> Path:
+    """A stand-in torch whose import leaves a mark, with its generated version.py (and a
+    DeepSpeed with its generated installed-ops file)."""
+    mark = tmp_path / "imported"
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "version.py").write_text(version_py)
+    if installed_ops is not None:
+        (tmp_path / "deepspeed").mkdir()
+        (tmp_path / "deepspeed" / "__init__.py").write_text("")
+        (tmp_path / "deepspeed" / "git_version_info_installed.py").write_text(
+            f"version='0.19.8'\ninstalled_ops={installed_ops}\n"
+        )
+    return mark
+
+
+MARKING_INIT = "open({mark!r}, 'w').close()\nclass version:\n    cuda = None\n"
+
+
+@pytest.mark.parametrize(
+    "version_py, installed_ops, imported",
+    [
+        ("cuda: Optional[str] = None\n", "{'cpu_adam': False}", False),
+        ("cuda = None\n", None, False),  # torch without DeepSpeed
+        ("cuda: Optional[str] = '12.4'\n", "{'cpu_adam': False}", True),  # NCCL to ask
+        ("cuda = None\n", "{'cpu_adam': True}", True),  # an installed op to import
+        ("cuda = None\n", "not a dict", True),
+        ("", "{}", True),  # no version.py facts: import to know
+        ("cuda = open('/tmp/x').read()\n", "{}", True),  # code is never run, only literals
+    ],
+)
+def test_the_probe_imports_torch_only_when_something_needs_importing(
+    tmp_path, version_py, installed_ops, imported
+):
+    """Issue 39: a CPU torch with no op to import is known from its generated files; importing
+    torch and DeepSpeed cost the check's cold run seconds of CPU for nothing."""
+    mark = _marking_torch(tmp_path, version_py, installed_ops)
+    found = _run_probe(tmp_path, MARKING_INIT.format(mark=str(mark)))
+    assert mark.exists() == imported, found
+    assert found["ops"] == {} and found["nccl"] is None, found
+
+
 def test_probe_reports_a_torch_that_cannot_import_for_each_wanted_op(tmp_path):
     found = _run_probe(tmp_path, "raise ImportError('libtorch_cpu.so: cannot open')", "FusedAdam")
     assert found["torch_cuda"] is None
