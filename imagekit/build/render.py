@@ -180,6 +180,9 @@ def render_context(
         "build_dir": BUILD_DIR,
         "stage_root": STAGE_ROOT,
         "stage_names": [step.stage for step in plan.pip_steps],
+        # A stage that builds against torch (CUDA ops) starts from torch in the image's own
+        # lineage, as the image does: one COPY of torch, not one per stage.
+        "torch_lineage": any("torch" in step.needs for step in plan.pip_steps),
         "compile_bytecode": (
             "import compileall, py_compile; compileall.compile_dir("
             f"'{STAGE_ROOT}', quiet=2, workers=0, stripdir='{STAGE_ROOT}', prependdir='/', "

@@ -18,7 +18,7 @@ import pytest
 from imagekit.build.base import BINFMT
 from imagekit.build.plan import make_plan
 from imagekit.engine.client import Engine
-from imagekit.errors import EngineUnavailableError
+from imagekit.errors import EngineUnavailableError, ImageNotFoundError
 from imagekit.platforms import MACHINES
 from imagekit.recipe.loader import load_recipe
 
@@ -38,6 +38,14 @@ def pytest_collection_modifyitems(items):
         item.add_marker(pytest.mark.docker)
     # Tests that stop and restart dockerd run after everything else.
     items.sort(key=lambda item: item.get_closest_marker("engine_restart") is not None)
+
+
+def pytest_runtest_setup(item):
+    """A test that reads the whole engine's state (every container, image and scratch
+    directory) or restarts it runs only once no lane is building: a background lane's step
+    containers and images would be its "leftovers", and a restart would kill its build."""
+    if item.get_closest_marker("quiet_engine") or item.get_closest_marker("engine_restart"):
+        PREBUILDS.wait()
 
 
 @pytest.fixture(scope="session")
@@ -67,10 +75,12 @@ def _kept_refs() -> set[str]:
 # Session fixtures whose builds other modules reuse as cache.
 SESSION_BUILDS = ("cpu_image", "nonroot_image", "ompi5_image", "ompi5_nonroot_image", "mini")
 
-# The session's cells, built side by side before its first test: each lane in order (a later
-# recipe reuses its lane's layers), the lanes at once. One build leaves a core idle much of
-# the time (downloads, dpkg's fsyncs, the layer commits), so two or three lanes finish well
-# before their sum. Fixture -> (lane, recipe); a lane holds only the fixtures a test uses.
+# The session's cells, built side by side: each lane in order (a later recipe reuses its
+# lane's layers), the lanes at once. One build leaves a core idle much of the time (downloads,
+# dpkg's fsyncs, the layer commits), so two or three lanes finish well before their sum.
+# Fixture -> (lane, recipe); a lane holds only the fixtures a test uses. The first tests start
+# when the foreground lanes are done; a background lane (arm64 under qemu, minutes longer than
+# the rest) goes on building beside them, and its fixture waits for it.
 LANES = {
     "cpu_image": ("debian12", CPU_RECIPE),
     "nonroot_image": ("debian12", NONROOT_RECIPE),
@@ -79,6 +89,7 @@ LANES = {
     "ompi5_nonroot_image": ("debian13", OMPI5_NONROOT_RECIPE),
     "arm64_image": ("arm64", ARM64_RECIPE),  # test_platform's, under qemu: the longest lane
 }
+BACKGROUND_LANES = {"arm64": "arm64"}  # lane -> the architecture of every image it makes
 
 
 class Prebuilds:
@@ -87,6 +98,7 @@ class Prebuilds:
 
     def __init__(self) -> None:
         self._futures: dict[Path, Future[BuiltImage]] = {}
+        self._lane_of: dict[Path, str] = {}
         self._pool = ThreadPoolExecutor(max_workers=len({lane for lane, _ in LANES.values()}))
 
     def start(self, engine: Engine, fixtures: set[str]) -> None:
@@ -96,11 +108,12 @@ class Prebuilds:
                 if recipe == ARM64_RECIPE and not QEMU_HANDLER.exists():
                     continue  # its module says why (a skip here, a failure in CI)
                 lanes.setdefault(lane, []).append(recipe)
-        for recipes in lanes.values():
+        for lane, recipes in lanes.items():
             previous: Future[BuiltImage] | None = None
             for recipe in recipes:
                 previous = self._pool.submit(self._after, previous, engine, recipe)
                 self._futures[recipe] = previous
+                self._lane_of[recipe] = lane
 
     @staticmethod
     def _after(previous: Future | None, engine: Engine, recipe: Path) -> BuiltImage:
@@ -108,9 +121,19 @@ class Prebuilds:
             previous.exception()  # in order; a failed parent fails its own fixture, not this
         return build_for_real(engine, recipe)
 
-    def wait(self) -> None:
-        for future in list(self._futures.values()):
-            future.exception()
+    def wait(self, background: bool = True) -> None:
+        """Until every lane's builds are done (or only the foreground lanes')."""
+        for recipe, future in list(self._futures.items()):
+            if background or self._lane_of[recipe] not in BACKGROUND_LANES:
+                future.exception()
+
+    def building(self) -> set[str]:
+        """The architectures of the background lanes still building (see BACKGROUND_LANES)."""
+        return {
+            BACKGROUND_LANES[self._lane_of[recipe]]
+            for recipe, future in list(self._futures.items())
+            if self._lane_of[recipe] in BACKGROUND_LANES and not future.done()
+        }
 
     def take(self, engine: Engine, recipe: Path) -> BuiltImage:
         future = self._futures.get(recipe)
@@ -125,10 +148,11 @@ def _session_builds(request, engine):
     """Build the session's images before any module cleans up after itself: their builder
     stages are untagged images, which a module's cleanup would otherwise take for its own
     leftovers, and every later build of those recipes would start over. The lanes run side by
-    side and are all done before the first test, so no test sees another's build."""
+    side; the foreground lanes are done before the first test, and a background lane's images
+    are spared by every module's cleanup while it builds (`images_made_since`)."""
     used = {n for item in request.session.items for n in getattr(item, "fixturenames", ())}
     PREBUILDS.start(engine, used)
-    PREBUILDS.wait()
+    PREBUILDS.wait(background=False)
     for name in SESSION_BUILDS:
         if name in used:
             request.getfixturevalue(name)
@@ -147,14 +171,33 @@ def _free_disk_after_module(engine, _session_builds):
     for ref, image_id in pointed.items():
         if image_id in {image["Id"] for image in engine.api.images(all=True)}:
             engine.tag(image_id, ref)
+    made = images_made_since(engine, before)
     for image in engine.api.images():
         tags = {t for t in image.get("RepoTags") or [] if t != "<none>:<none>"}
         ours = all(t.startswith("imagekit-test/") for t in tags) and not tags & kept
-        if image["Id"] not in before and ours:
+        if image["Id"] in made and ours:
             try:
                 engine.api.remove_image(image["Id"], force=True)
             except docker.errors.APIError:  # in use by a container a test still holds
                 pass
+
+
+def images_made_since(engine: Engine, before: set[str]) -> set[str]:
+    """The images listed now and not in `before`, less those of a background lane still
+    building: the steps of its build in progress, which no test made (and whose removal
+    would break that build)."""
+    building = PREBUILDS.building()
+    made = {image["Id"] for image in engine.api.images()} - before
+    if not building:
+        return made
+    return {i for i in made if _architecture(engine, i) not in building}
+
+
+def _architecture(engine: Engine, image_id: str) -> str | None:
+    try:
+        return engine.inspect_image(image_id).get("Architecture")
+    except ImageNotFoundError:  # removed meanwhile: nothing to spare or remove
+        return None
 
 
 def build_env() -> dict[str, str]:
@@ -219,8 +262,9 @@ def wait_for(condition, timeout: float, what: str) -> None:
 
 
 def build_for_real(engine: Engine, recipe: Path) -> BuiltImage:
-    """`imagekit build RECIPE` as a user runs it; the image its plan names."""
-    result = imagekit("build", str(recipe), "--plain")
+    """`imagekit build RECIPE` as a user runs it; the image its plan names. An hour at most:
+    a lane's build shares the cores with the other lanes and with tests."""
+    result = imagekit("build", str(recipe), "--plain", timeout=3600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     ref = make_plan(load_recipe(recipe)).image
     return BuiltImage(ref, engine.inspect_image(ref)["Id"], result.stdout + result.stderr)

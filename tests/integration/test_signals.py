@@ -21,6 +21,10 @@ from .conftest import CPU_RECIPE, imagekit, labelled, slow_profile, wait_for
 from .conftest import start as start_imagekit
 from .images import build
 
+# Each test compares every container, network and scratch directory before and after a run:
+# no build lane may be making its own meanwhile.
+pytestmark = pytest.mark.quiet_engine
+
 GRACE = 2.0  # seconds from the signal to the exit
 
 
