@@ -29,6 +29,12 @@ def recipe_plan(recipe: Path | None, platform: str | None = None) -> Plan | None
     return make_plan(load_recipe(recipe), platform)
 
 
+def recipe_expected(recipe: Path | None) -> tuple[dict[str, str], str] | None:
+    """The versions a recipe's image must report (R12), and where they came from."""
+    plan = recipe_plan(recipe)
+    return None if plan is None else (plan.expected, f"recipe {recipe}")
+
+
 def resolve_target(target: str, platform: str | None = None) -> tuple[str, Path | None]:
     """(the image, the recipe it came from or None). `platform` picks one of a recipe's
     platforms; an image is what it is, so naming a platform for one is a usage error."""

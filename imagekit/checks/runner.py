@@ -268,11 +268,15 @@ def parse_probe_output(output: str) -> dict[str, Any]:
     return facts
 
 
-def expected_versions(labels: dict[str, str], recipe: Path | None) -> tuple[dict[str, str], str]:
-    if recipe is not None:
-        from imagekit.build.targets import recipe_plan  # the recipe machinery, only when asked for
+# The versions R12 compares, and where they came from ("recipe PATH", "image labels").
+Expected = tuple[dict[str, str], str]
 
-        return recipe_plan(recipe).expected, f"recipe {recipe}"
+
+def expected_versions(labels: dict[str, str], declared: Expected | None) -> Expected:
+    """What the caller's recipe says (the CLI reads it: the recipe machinery is a stage below
+    the checks, loaded only when a recipe is named), else what the image's labels declare."""
+    if declared is not None:
+        return declared
     prefix = f"{LABEL_PREFIX}.version."
     found = {k.removeprefix(prefix): v for k, v in labels.items() if k.startswith(prefix)}
     return found, ("image labels" if found else "")
@@ -282,7 +286,7 @@ def run_checks(
     image: str,
     profile: Profile,
     report: Reporter,
-    recipe: Path | None = None,
+    expected: Expected | None = None,
     port: int | None = None,
     gpus: str | None = None,
 ) -> CheckReport:
@@ -291,7 +295,7 @@ def run_checks(
     engine = Engine.connect()
     info = engine.inspect_image(image)
     labels = info["Config"].get("Labels") or {}
-    expected, source = expected_versions(labels, recipe)
+    expected, source = expected_versions(labels, expected)
     ctx = CheckContext(
         image=image,
         image_id=info["Id"],

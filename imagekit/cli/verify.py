@@ -72,10 +72,12 @@ def check_cmd(image, profile, recipe, port, report_paths, fmt, gpus, platform) -
 
 
 def _check_and_report(image, chosen, reports, recipe=None, port=None, gpus=None) -> None:
+    from imagekit.build.targets import recipe_expected
     from imagekit.checks.report import write_report
     from imagekit.checks.runner import run_checks
 
-    result = run_checks(image, chosen, lambda event: None, recipe=recipe, port=port, gpus=gpus)
+    expected = recipe_expected(recipe)
+    result = run_checks(image, chosen, lambda event: None, expected, port=port, gpus=gpus)
     table, summary = display.check_table(result)
     out.print(table)
     out.print(summary)
