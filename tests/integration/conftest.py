@@ -226,6 +226,23 @@ def imagekit(
     )
 
 
+def check_json(
+    image: str, tmp_path: Path, *args: str, env: dict | None = None, timeout: int = 900
+) -> tuple[int, dict, str]:
+    """`imagekit check IMAGE ARGS` with a JSON report in `tmp_path`: (exit code, the report,
+    the output)."""
+    report = tmp_path / "report.json"
+    result = imagekit(
+        "check", image, "--report", str(report), "--format", "json", *args, timeout=timeout, env=env
+    )
+    return result.returncode, json.loads(report.read_text()), result.stdout + result.stderr
+
+
+def by_id(report: dict) -> dict[str, dict]:
+    """A check report's rows by check ID."""
+    return {r["id"]: r for r in report["results"]}
+
+
 @dataclass(frozen=True)
 class BuiltImage:
     ref: str

@@ -5,22 +5,11 @@ Kubeflow mpi-operator builds its base is judged under both profiles."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from .conftest import build_env, imagekit
+from .conftest import build_env, check_json, imagekit
 from .images import BROKEN, KUBEFLOW, NON_ROOT, build, build_broken
-
-
-def check_json(
-    image: str, tmp_path: Path, *args: str, env: dict | None = None
-) -> tuple[int, dict, str]:
-    report = tmp_path / "report.json"
-    result = imagekit(
-        "check", image, "--report", str(report), "--format", "json", *args, timeout=600, env=env
-    )
-    return result.returncode, json.loads(report.read_text()), result.stdout + result.stderr
 
 
 def failing(report: dict) -> set[str]:

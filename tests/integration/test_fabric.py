@@ -13,9 +13,9 @@ import pytest
 from imagekit.run.recommend import LaunchRequest, recommend
 from imagekit.run.smoke import PML_VERBOSE, PROBE_PATH
 
-from .conftest import imagekit
+from .conftest import check_json, imagekit
 from .images import build
-from .test_check import check_json, failing
+from .test_check import failing
 
 RDMA_PROFILE = "fabric: rdma\nuser_keys: [image, mounted]\n"
 # The seed's TCP lines, baked into an image: right on TCP clusters, wrong on RDMA ones (F4).

@@ -8,14 +8,23 @@ build peaks at ~31 GB)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from imagekit.build.plan import make_plan
 from imagekit.recipe.loader import load_recipe
 
-from .conftest import RECIPES, ROOT, BuiltImage, assert_e1_trained, imagekit, marked, run_in
+from .conftest import (
+    RECIPES,
+    ROOT,
+    BuiltImage,
+    assert_e1_trained,
+    by_id,
+    check_json,
+    imagekit,
+    marked,
+    run_in,
+)
 from .images import build
 
 GPU_RECIPE = RECIPES / "deepspeed-gpu.yaml"
@@ -63,16 +72,6 @@ def gpu_image(engine):
     for ref in (*plan.tags, *plan.moving_tags):
         if engine.image_exists(ref):
             engine.api.remove_image(ref, force=True)
-
-
-def check_json(image: str, tmp_path: Path, *args: str) -> tuple[int, dict, str]:
-    report = tmp_path / "report.json"
-    result = imagekit("check", image, "--report", str(report), *args, timeout=900)
-    return result.returncode, json.loads(report.read_text()), result.stdout + result.stderr
-
-
-def by_id(report: dict) -> dict[str, dict]:
-    return {r["id"]: r for r in report["results"]}
 
 
 def test_gpu_image_passes_check_with_its_cuda_facts(gpu_image, tmp_path):

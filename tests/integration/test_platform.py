@@ -17,7 +17,16 @@ import pytest
 
 from imagekit.engine.registry import RegistryClient
 
-from .conftest import ARM64_RECIPE, PREBUILDS, QEMU_HANDLER, imagekit, marked, run_in
+from .conftest import (
+    ARM64_RECIPE,
+    PREBUILDS,
+    QEMU_HANDLER,
+    by_id,
+    check_json,
+    imagekit,
+    marked,
+    run_in,
+)
 from .test_publish import Registry, publish, running
 from .test_smoke import nothing_left
 
@@ -42,17 +51,9 @@ def arm64_image(engine):
 @pytest.fixture(scope="module")
 def arm64_check(arm64_image, tmp_path_factory) -> tuple[Path, dict, str]:
     """`imagekit check` of the cell, once: (the report, its rows by id, the output)."""
-    report = tmp_path_factory.mktemp("arm64-check") / "check.json"
-    result = imagekit("check", arm64_image.ref, "--report", str(report), timeout=1800)
-    rows = {r["id"]: r for r in json.loads(report.read_text())["results"]}
-    return report, rows, result.stdout + result.stderr
-
-
-def _check_rows(image: str, tmp_path: Path) -> tuple[dict, str]:
-    report = tmp_path / "report.json"
-    result = imagekit("check", image, "--report", str(report), timeout=1800)
-    rows = {r["id"]: r for r in json.loads(report.read_text())["results"]}
-    return rows, result.stdout + result.stderr
+    where = tmp_path_factory.mktemp("arm64-check")
+    _, report, output = check_json(arm64_image.ref, where, timeout=1800)
+    return where / "report.json", by_id(report), output
 
 
 def test_the_arm64_cell_is_arm64_throughout(engine, arm64_image):
@@ -109,7 +110,8 @@ def test_both_halves_of_a1_name_an_amd64_library_in_the_arm64_cell(engine, arm64
     ref = "imagekit-test/arm64-foreign:latest"
     engine.tag(outcome.image_id, ref)
     try:
-        rows, output = _check_rows(ref, tmp_path / "foreign")
+        _, report, output = check_json(ref, tmp_path, timeout=1800)
+        rows = by_id(report)
     finally:
         engine.remove_image(ref)
     row = rows["architecture"]
