@@ -92,18 +92,25 @@ def test_the_unit_is_a_check_of_its_own_from_the_registry():
 HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine())
 
 
-@pytest.mark.skipif(HOST_ARCH is None, reason="a host architecture the table does not name")
-def test_the_probe_reads_this_hosts_files_as_its_own_architecture():
-    """The probe itself, on this machine: its python3 and packages are native files."""
+def probe_here(probe: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """A probe as `check` runs it (sh -c SCRIPT sh), on this machine: its facts, which must
+    end with its `end` line."""
     result = subprocess.run(
-        ["/bin/sh", "-c", data_text(ARCH_PROBE), "sh"],
+        ["/bin/sh", "-c", data_text(probe), "sh"],
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     )
-    facts = parse_probe_output(result.stdout)
+    facts = {k: v for k, v in parse_probe_output(result.stdout).items() if isinstance(v, str)}
     assert facts.get("end") == "1", result.stdout + result.stderr
-    facts = {k: v for k, v in facts.items() if isinstance(v, str)}
+    return facts
+
+
+@pytest.mark.skipif(HOST_ARCH is None, reason="a host architecture the table does not name")
+def test_the_probe_reads_this_hosts_files_as_its_own_architecture():
+    """The probe itself, on this machine: its python3 and packages are native files."""
+    facts = probe_here(ARCH_PROBE)
     native = ELF_MACHINES[HOST_ARCH][0]
     assert int(facts[f"machine.{native}"]) > 0
     assert judge({**facts, CONFIG_ARCH_FACT: HOST_ARCH}).passed
@@ -133,16 +140,7 @@ def test_the_probe_reads_native_files_by_entry_and_follows_no_link(tmp_path):
     (package / "linked.so").symlink_to(outside / "other.so")
     (package / "loop").symlink_to(package, target_is_directory=True)
     _elf(package / "notes.txt", 40)  # an ELF named like data: not a candidate
-    env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}
-    result = subprocess.run(
-        ["/bin/sh", "-c", data_text(ARCH_PROBE), "sh"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    facts = {k: v for k, v in parse_probe_output(result.stdout).items() if isinstance(v, str)}
-    assert facts.get("end") == "1", result.stdout + result.stderr
+    facts = probe_here(ARCH_PROBE, {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"})
     assert facts["machine.183"] == "1" and "machine.40" not in facts, facts
     assert facts["machine.183.0"] == str(package / "_foreign.cpython-311-aarch64-linux-gnu.so")
     if HOST_ARCH == "amd64":
@@ -256,17 +254,8 @@ def test_the_libs_probe_runs_this_hosts_loader_and_names_a_missing_soname(tmp_pa
     module = _ssl.__file__  # an extension module that links libssl.so.3
     _fake_package(tmp_path, "torch", module)
     _fake_package(tmp_path, "deepspeed", module, replace=b"libssl.so.3")
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)}
-    result = subprocess.run(
-        ["/bin/sh", "-c", data_text(LIBS_PROBE), "sh"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    facts = parse_probe_output(result.stdout)
-    assert facts.get("end") == "1" and facts.get("libs") == "2", result.stdout + result.stderr
-    facts = {k: v for k, v in facts.items() if isinstance(v, str)}
+    facts = probe_here(LIBS_PROBE, {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)})
+    assert facts.get("libs") == "2", facts
     verdict = judge_libs(facts)
     assert verdict.failed, verdict
     assert f"1 of 2 native libraries do not resolve: {tmp_path}/deepspeed/" in verdict.evidence
