@@ -243,9 +243,15 @@ def _unit_probe(box: Container, script: str, args: tuple[str, ...]) -> dict[str,
     """A unit probe's `KEY<TAB>VALUE` facts (strings only, so they can be kept as JSON)."""
     code, out = box.read(["/bin/sh", "-c", script, "sh", *args])
     facts = parse_probe_output(out if code == 0 else "")
-    if "end" not in facts:
-        return {"error": f"exit {code}: {out[-300:]}"}
+    if "end" not in facts:  # what the image printed instead, as no terminal would read it
+        return {"error": f"exit {code}: {printable(out[-300:])}"}
     return {k: v for k, v in facts.items() if isinstance(v, str)}
+
+
+def printable(text: str) -> str:
+    """Text an image printed, each character that is not printable (an escape sequence meant
+    for the terminal that shows a report, a newline) made `?`."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def parse_probe_output(output: str) -> dict[str, Any]:
@@ -256,7 +262,7 @@ def parse_probe_output(output: str) -> dict[str, Any]:
     facts: dict[str, Any] = {"has": set(), "keys": []}
     for line in output.splitlines():
         key, tab, value = line.partition("\t")
-        value = "".join(c if c.isprintable() else "?" for c in value)
+        value = printable(value)
         if not tab or not value.strip():
             continue
         if key == "has":

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from imagekit.checks.runner import parse_probe_output
+from imagekit.checks.runner import parse_probe_output, printable
 from imagekit.checks.suite import checks_units
 from imagekit.datafiles import data_text
 from imagekit.profiles import builtin_profiles
@@ -269,3 +269,9 @@ def test_a_probes_unprintable_characters_never_reach_a_judgement():
     facts = {k: v for k, v in facts.items() if isinstance(v, str)}
     verdict = judge_libs(facts)
     assert verdict.failed and "/x/?[2J.so (needs libz?.so)" in verdict.evidence
+
+
+def test_what_an_image_prints_instead_of_a_probe_reaches_no_terminal():
+    """A unit probe that did not reach its end reports the image's output tail; an escape
+    sequence there (or a newline, which would break the one-line evidence) becomes `?`."""
+    assert printable("boom\x1b]0;owned\x07\nnext") == "boom?]0;owned??next"
