@@ -50,8 +50,11 @@ class DiskPeak:
 def main() -> None:
     engine = Engine.connect()
     disk = DiskPeak()
-    cold, cold_s, _ = timed_build(GPU, no_cache=True, locked=True)
+    cold, cold_s, cold_log = timed_build(GPU, no_cache=True, locked=True)
     peak = disk.stop()
+    print("\nwhere the cold build goes (its slowest steps; the rest is the builder):")
+    for seconds, step in cold_log.slowest(8):
+        print(f"  {seconds:7.1f} s  {step}")
     # As in bench_build.py: the legacy builder's first cached build after a --no-cache build
     # may rebuild from the first COPY on; it is reported, and the no-op rebuild measured after.
     _, after_cold_s, _ = timed_build(GPU, locked=True)

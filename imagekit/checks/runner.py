@@ -121,7 +121,9 @@ class CheckContext:
         most of a warm check when they ran one after the other as their checks came up. An
         answer that is the image's alone is kept by image ID, as the torch probe's is."""
         for unit in REGISTRY:
-            if issubclass(unit, ProbedRequirement) and not unit.skipped(self.labels, self.profile):
+            if issubclass(unit, ProbedRequirement) and not unit.skip_reason(
+                self.profile, self.labels
+            ):
                 self._prefetch_unit(unit)
 
     def _prefetch_unit(self, unit: type[ProbedRequirement]) -> None:

@@ -47,8 +47,10 @@ class Requirement:
     diagnosis: ClassVar[str | None] = None
 
     @classmethod
-    def skip_reason(cls, profile: Profile) -> str | None:
-        """Why the unit does not apply under `profile`, or None when it does."""
+    def skip_reason(cls, profile: Profile, labels: Mapping[str, str] | None = None) -> str | None:
+        """Why the unit does not apply under `profile` (to an image with these `labels`,
+        where the unit reads them), or None when it does. Whatever its facts would be: a
+        probed unit's probe does not run then, and its `judge` answers the same."""
         return None
 
 
@@ -107,12 +109,6 @@ class ProbedRequirement(Requirement):
     @classmethod
     def probe_args(cls, labels: Mapping[str, str]) -> tuple[str, ...]:
         return ()
-
-    @classmethod
-    def skipped(cls, labels: Mapping[str, str], profile: Profile) -> str | None:
-        """Why the unit does not apply to this image under `profile` whatever its probe
-        would print (then the probe does not run), or None. `judge` answers the same."""
-        return None
 
     @classmethod
     def judge(

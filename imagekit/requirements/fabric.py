@@ -83,7 +83,7 @@ class FabricKeptOn(EnvRequirement):
     names = tuple(FABRIC_OFF)
 
     @classmethod
-    def skip_reason(cls, profile: Profile) -> str | None:
+    def skip_reason(cls, profile: Profile, labels: Mapping[str, str] | None = None) -> str | None:
         return _rdma_profile_only(cls, profile)
 
     @classmethod
@@ -155,8 +155,8 @@ class FabricProbed(ProbedRequirement):
     image_facts = False  # libibverbs lists the host's devices
 
     @classmethod
-    def skipped(cls, labels: Mapping[str, str], profile: Profile) -> str | None:
-        return _needed(labels, profile)
+    def skip_reason(cls, profile: Profile, labels: Mapping[str, str] | None = None) -> str | None:
+        return _needed(labels or {}, profile)
 
     @classmethod
     def probe_args(cls, labels: Mapping[str, str]) -> tuple[str, ...]:
@@ -166,7 +166,7 @@ class FabricProbed(ProbedRequirement):
     def judge(cls, facts, labels, profile) -> Judgement:
         """The section applies to images that declare RDMA and under RDMA profiles; each
         unit's own rule (`judge_fabric`) runs only there."""
-        skip = cls.skipped(labels, profile)
+        skip = cls.skip_reason(profile, labels)
         if skip:
             return Judgement("skip", skip)
         return cls.judge_fabric(facts, labels, profile)
@@ -292,7 +292,7 @@ class LockedMemory(Requirement):
     )
 
     @classmethod
-    def skip_reason(cls, profile: Profile) -> str | None:
+    def skip_reason(cls, profile: Profile, labels: Mapping[str, str] | None = None) -> str | None:
         return _rdma_profile_only(cls, profile)
 
     @classmethod

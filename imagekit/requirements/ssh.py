@@ -70,7 +70,7 @@ class RootLoginKeyOnly(SettingsRequirement):
     profiles = "skipped where the profile's user is not root (that user logs in instead)"
 
     @classmethod
-    def skip_reason(cls, profile: Profile) -> str | None:
+    def skip_reason(cls, profile: Profile, labels: Mapping[str, str] | None = None) -> str | None:
         if profile.non_root:
             return f"profile {profile.name}: {profile.user} logs in, not root"
         return None

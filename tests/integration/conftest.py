@@ -165,7 +165,7 @@ def _free_disk_after_module(engine, _session_builds):
     once ran out of disk with them all kept.) A recipe's tag that a module's build moved goes
     back to the session's image; base images and the session's builds stay."""
     kept = _kept_refs()
-    before = {image["Id"] for image in engine.api.images()}
+    before = image_ids(engine)
     pointed = {ref: engine.inspect_image(ref)["Id"] for ref in kept if engine.image_exists(ref)}
     yield
     for ref, image_id in pointed.items():
@@ -182,12 +182,17 @@ def _free_disk_after_module(engine, _session_builds):
                 pass
 
 
-def images_made_since(engine: Engine, before: set[str]) -> set[str]:
-    """The images listed now and not in `before`, less those of a background lane still
-    building: the steps of its build in progress, which no test made (and whose removal
-    would break that build)."""
+def image_ids(engine: Engine, all_: bool = False) -> set[str]:
+    """The IDs `docker images` lists (with `all_`, intermediate step images too)."""
+    return {image["Id"] for image in engine.api.images(all=all_)}
+
+
+def images_made_since(engine: Engine, before: set[str], all_: bool = False) -> set[str]:
+    """The images listed now (see `image_ids`) and not in `before`, less those of a
+    background lane still building: the steps of its build in progress, which no test made
+    (and whose removal would break that build)."""
     building = PREBUILDS.building()
-    made = {image["Id"] for image in engine.api.images()} - before
+    made = image_ids(engine, all_) - before
     if not building:
         return made
     return {i for i in made if _architecture(engine, i) not in building}

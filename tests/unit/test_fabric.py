@@ -173,12 +173,12 @@ def test_the_section_skips_before_its_probe_runs_exactly_where_the_judgement_ski
     """Issue 39: the check does not run the fabric probe where the units would skip whatever
     it printed (a TCP image under a TCP profile); where they judge, the probe runs."""
     for unit in (VerbsLoads, ProvidersRegistered, UcxPml):
-        before = unit.skipped(labels, profile)
+        before = unit.skip_reason(profile, labels)
         judged = unit.judge({}, labels, profile)
         assert (before is not None) == (judged.status == "skip"), unit
         if before:
             assert judged.evidence == before
-    assert (VerbsLoads.skipped(labels, profile) is None) == bool(labels or profile is SEED_RDMA)
+    assert (VerbsLoads.skip_reason(profile, labels) is None) == bool(labels or profile is SEED_RDMA)
 
 
 @pytest.mark.parametrize(

@@ -112,9 +112,9 @@ def test_the_generated_check_judges_the_image_config():
     from types import SimpleNamespace
 
     notes = []
-    ctx = SimpleNamespace(profile=RDMA, config={"Env": ["NCCL_NET=Socket"]})
+    ctx = SimpleNamespace(profile=RDMA, labels={}, config={"Env": ["NCCL_NET=Socket"]})
     with pytest.raises(pytest.fail.Exception, match="ENV NCCL_NET=Socket"):
         checks_units.check_fabric_not_turned_off(ctx, lambda *a: notes.append(a))
-    ctx = SimpleNamespace(profile=TCP, config={"Env": ["NCCL_NET=Socket"]})
+    ctx = SimpleNamespace(profile=TCP, labels={}, config={"Env": ["NCCL_NET=Socket"]})
     with pytest.raises(pytest.skip.Exception, match="fabric tcp"):
         checks_units.check_fabric_not_turned_off(ctx, lambda *a: notes.append(a))

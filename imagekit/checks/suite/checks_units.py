@@ -28,12 +28,11 @@ def _probed(ctx, unit: type[ProbedRequirement]) -> dict[str, str]:
 
 
 def _judged(ctx, unit: type[Requirement]):
-    if issubclass(unit, EnvRequirement):
-        skip = unit.skip_reason(ctx.profile)
-        return None if skip else unit.judge(image_env(ctx), ctx.profile), skip
-    skip = unit.skipped(ctx.labels, ctx.profile)
-    if skip:  # the probe need not run
+    skip = unit.skip_reason(ctx.profile, ctx.labels)
+    if skip:  # nothing to read: no probe runs
         return None, skip
+    if issubclass(unit, EnvRequirement):
+        return unit.judge(image_env(ctx), ctx.profile), None
     facts = _probed(ctx, unit)
     judgement = unit.judge(facts, ctx.labels, ctx.profile)
     if judgement.status == "skip":
