@@ -65,10 +65,10 @@ SESSION_IMAGES = {"imagekit-test/mini:latest", "imagekit-test/apt:latest"}
 
 
 def _kept_refs() -> set[str]:
-    plans = [
-        make_plan(load_recipe(recipe))
-        for recipe in (CPU_RECIPE, OMPI5_RECIPE, NONROOT_RECIPE, OMPI5_NONROOT_RECIPE)
-    ]
+    """SESSION_IMAGES and every tag of the session builds' recipes (a module's build of one
+    of them moves its tags; its cleanup moves them back)."""
+    recipes = [LANES[name][1] for name in SESSION_BUILDS if name in LANES]
+    plans = [make_plan(load_recipe(recipe)) for recipe in recipes]
     return SESSION_IMAGES | {tag for plan in plans for tag in plan.tags}
 
 
