@@ -77,6 +77,7 @@ def main() -> None:
             ("gpu: first cached build after --no-cache", f"{after_cold_s:.1f} s", "(quirk)"),
             ("gpu: warm no-op rebuild", f"{warm_s:.1f} s", "<= 3 s"),
             ("gpu: peak disk during the cold build", f"{peak:.1f} GB", "(runner: ~14 GB free)"),
+            ("gpu: peak disk / image size", f"{peak / (cold.size / 1e9):.2f}x", "<= 2x (issue 39)"),
             ("cpu: cached build", f"{cpu_s:.1f} s", ""),
             *rows,
             ("nvidia/cuda devel base alone, as published", NVIDIA_DEVEL, ""),
