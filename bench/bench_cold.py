@@ -50,12 +50,15 @@ def imagekit_build(*flags: str, name: str = "warm-up", logs: Path | None = None)
     return time.monotonic() - started
 
 
-def handwritten_build(engine: Engine, context: Path, base: str) -> tuple[float, str]:
+def cold_build(engine: Engine, context: Path, **kwargs) -> tuple[float, str]:
+    """One `--no-cache` build of `context` through the engine API: (seconds, image ID)."""
     started = time.monotonic()
-    outcome = engine.build(
-        context, report=lambda event: None, no_cache=True, build_args={"BASE": base}
-    )
+    outcome = engine.build(context, report=lambda event: None, no_cache=True, **kwargs)
     return time.monotonic() - started, outcome.image_id
+
+
+def handwritten_build(engine: Engine, context: Path, base: str) -> tuple[float, str]:
+    return cold_build(engine, context, build_args={"BASE": base})
 
 
 def _context(into: Path) -> Path:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_cold import CA, RECIPE, WHEELHOUSE, handwritten_build  # noqa: E402
+from bench_cold import CA, RECIPE, WHEELHOUSE, cold_build  # noqa: E402
 from bench_cold import _context as handwritten_context  # noqa: E402
 
 from imagekit.build.lockfile import locked_plan  # noqa: E402
@@ -106,12 +106,6 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
-def timed(engine: Engine, context: Path, **kwargs) -> tuple[float, str]:
-    started = time.monotonic()
-    outcome = engine.build(context, report=lambda event: None, no_cache=True, **kwargs)
-    return time.monotonic() - started, outcome.image_id
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2)
@@ -133,9 +127,9 @@ def main() -> None:
         (tmp / "hand").mkdir()
         hand = handwritten_context(tmp / "hand")
         builds = {
-            "imagekit (staged)": lambda: timed(engine, staged),
-            "lineage (prototype)": lambda: timed(engine, lineage),
-            "hand-written": lambda: handwritten_build(engine, hand, plan.base_image),
+            "imagekit (staged)": lambda: cold_build(engine, staged),
+            "lineage (prototype)": lambda: cold_build(engine, lineage),
+            "hand-written": lambda: cold_build(engine, hand, build_args={"BASE": plan.base_image}),
         }
         times: dict[str, list[float]] = {name: [] for name in builds}
         images: dict[str, str] = {}
